@@ -1,0 +1,27 @@
+"""torchlens-widgets: see what PyTorch does below its Python API.
+
+Lenses turn runtime state into plain data (`layout`), widgets draw it live (`stride_diagram`),
+and `torchlens_widgets.course` checks exercises.
+"""
+
+from .layout import Layout, LayoutError, layout, shares_storage, storage_index
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Layout",
+    "LayoutError",
+    "layout",
+    "shares_storage",
+    "storage_index",
+    "stride_diagram",
+    "StrideDiagram",
+]
+
+
+def __getattr__(name: str):  # widgets import anywidget: load them only when asked for
+    if name in ("stride_diagram", "StrideDiagram"):
+        from . import widgets
+
+        return getattr(widgets, name)
+    raise AttributeError(f"module 'torchlens_widgets' has no attribute {name!r}")

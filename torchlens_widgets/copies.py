@@ -1,0 +1,94 @@
+"""The copy lens: which aten ops one call runs that copy tensor data into fresh memory.
+
+Hidden copies (`reshape` of a non-viewable tensor, `.contiguous()`, dtype casts, `expand(...)
+.contiguous()`) all reach the dispatcher as `clone`, `_to_copy` or `copy_`; a dispatch mode
+sees them even when the Python code never says "copy".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+__all__ = ["COPY_OPS", "CopyEvent", "CopyReport", "record_copies", "count_copies"]
+
+#: aten overload packets whose job is to materialise data in new (or other) memory.
+COPY_OPS = frozenset({"aten::clone", "aten::_to_copy", "aten::copy_"})
+
+
+@dataclass(frozen=True)
+class CopyEvent:
+    """One copying op: its aten name, the shape/dtype it wrote and the bytes written."""
+
+    op: str
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: int
+
+
+@dataclass
+class CopyReport:
+    """Every aten op a call ran, in order, and the subset that copied data."""
+
+    ops: list[str] = field(default_factory=list)
+    copies: list[CopyEvent] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.copies)
+
+    @property
+    def bytes_copied(self) -> int:
+        return sum(c.nbytes for c in self.copies)
+
+    def __str__(self) -> str:
+        lines = [f"{self.count} cop{'y' if self.count == 1 else 'ies'}, {self.bytes_copied:,} bytes, in {len(self.ops)} aten ops"]
+        lines += [f"  {c.op}: {list(c.shape)} {c.dtype.replace('torch.', '')} ({c.nbytes:,} bytes)" for c in self.copies]
+        return "\n".join(lines)
+
+
+class _CopyRecorder(TorchDispatchMode):
+    def __init__(self, report: CopyReport) -> None:
+        super().__init__()
+        self.report = report
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        name = func._schema.name
+        self.report.ops.append(str(func))
+        if name in COPY_OPS:
+            written = args[0] if name == "aten::copy_" else out
+            tensors = [t for t in tree_flatten(written)[0] if isinstance(t, torch.Tensor)]
+            for t in tensors:
+                self.report.copies.append(
+                    CopyEvent(str(func), tuple(t.shape), str(t.dtype), t.numel() * t.element_size())
+                )
+        return out
+
+
+class record_copies:  # noqa: N801 - used as a context manager, reads like a function
+    """`with record_copies() as report:` records the aten ops run inside the block."""
+
+    def __init__(self) -> None:
+        self.report = CopyReport()
+        self._mode = _CopyRecorder(self.report)
+
+    def __enter__(self) -> CopyReport:
+        self._mode.__enter__()
+        return self.report
+
+    def __exit__(self, *exc: object) -> None:
+        self._mode.__exit__(*exc)
+
+
+def count_copies(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CopyReport:
+    """Run `fn(*args, **kwargs)` once and report the copies it made."""
+    if not callable(fn):
+        raise TypeError(f"count_copies needs a function to call, got {type(fn).__name__}")
+    with record_copies() as report:
+        fn(*args, **kwargs)
+    return report
