@@ -1,0 +1,93 @@
+"""Run a notebook in a fresh kernel: to refresh committed outputs, to test stubs, and (later) to grade.
+
+Checks record passes in the progress store; executions here point it at a throwaway file unless
+told otherwise, so refreshing or testing notebooks never touches a learner's progress.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+from nbformat import NotebookNode
+
+__all__ = ["Execution", "execute_notebook", "cell_errors"]
+
+
+@dataclass
+class Execution:
+    """The executed notebook and how long it took."""
+
+    notebook: NotebookNode
+    seconds: float
+
+
+def execute_notebook(
+    path: Path | str,
+    *,
+    timeout: int = 300,
+    allow_errors: bool = False,
+    progress_file: Path | None = None,
+    kernel_name: str = "python3",
+    store_widget_state: bool = True,
+) -> Execution:
+    """Execute every cell of `path` in a fresh kernel started in the notebook's folder."""
+    from nbclient import NotebookClient
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    with tempfile.TemporaryDirectory() as tmp:
+        env_progress = str(progress_file or Path(tmp) / "progress.json")
+        old = os.environ.get("TORCHLENS_PROGRESS")
+        os.environ["TORCHLENS_PROGRESS"] = env_progress  # inherited by the kernel process
+        try:
+            client = NotebookClient(
+                nb,
+                timeout=timeout,
+                kernel_name=kernel_name,
+                allow_errors=allow_errors,
+                store_widget_state=store_widget_state,
+                resources={"metadata": {"path": str(path.parent.resolve())}},
+            )
+            t0 = time.perf_counter()
+            client.execute()
+            seconds = time.perf_counter() - t0
+        finally:
+            if old is None:
+                os.environ.pop("TORCHLENS_PROGRESS", None)
+            else:
+                os.environ["TORCHLENS_PROGRESS"] = old
+    return Execution(nb, seconds)
+
+
+def cell_errors(nb: NotebookNode) -> dict[int, str]:
+    """Map cell index → exception name for every code cell whose outputs contain an error."""
+    out: dict[int, str] = {}
+    for i, cell in enumerate(nb.cells):
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error":
+                out[i] = o.get("ename", "")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m torchlens_widgets.course.execute NB...`: re-execute notebooks in place, printing times."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("notebooks", nargs="+", type=Path)
+    p.add_argument("--timeout", type=int, default=300)
+    args = p.parse_args(argv)
+    for nb_path in args.notebooks:
+        ex = execute_notebook(nb_path, timeout=args.timeout)
+        nbformat.write(ex.notebook, nb_path)
+        print(f"{nb_path}: {ex.seconds:.1f} s, {nb_path.stat().st_size / 1024:.0f} KiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
