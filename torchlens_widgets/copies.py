@@ -7,8 +7,9 @@ sees them even when the Python code never says "copy".
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -70,7 +71,7 @@ class _CopyRecorder(TorchDispatchMode):
         return out
 
 
-class record_copies:  # noqa: N801 - used as a context manager, reads like a function
+class record_copies:
     """`with record_copies() as report:` records the aten ops run inside the block."""
 
     def __init__(self) -> None:

@@ -8,8 +8,9 @@ touching element values, so it also works for meta tensors.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import html
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, Literal
 
 import torch
 
@@ -254,7 +255,7 @@ def _display(html_text: str, plain: str) -> None:
     display({"text/html": html_text, "text/plain": plain}, raw=True)
 
 
-class check:  # noqa: N801 - reads as a function in test cells
+class check:
     """Context manager for one graded item: `with check("02.strides", points=2) as c: ...`."""
 
     def __init__(self, grade_id: str, points: float = 1, notebook: str | None = None) -> None:
@@ -267,7 +268,7 @@ class check:  # noqa: N801 - reads as a function in test cells
     def __enter__(self) -> Check:
         return self.c
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> Literal[False]:
         c = self.c
         pts = f"{c.points:g} point{'s' if c.points != 1 else ''}"
         if exc is None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..layout import Layout
 
@@ -210,17 +211,12 @@ def stride_model(
                 extra.append(f"_version {lay.version}")
             if extra:
                 title += " · " + ", ".join(extra)
-            if len(shown) >= 2:
-                r, c = shown[-2], shown[-1]
-                lead = shown[:-2]
-            elif len(shown) == 1:
-                r, c, lead = 1, shown[0], ()
-            else:
-                r, c, lead = 1, 1, ()
+            lead: tuple[int, ...] = shown[:-2]
+            n_rows, n_cols = (shown[-2], shown[-1]) if len(shown) >= 2 else (1, shown[0] if shown else 1)
             if lay.numel == 0:
-                r, c = 0, 0
-            slice_w = c * CELL + (12 if lead else 0)
-            slice_h = r * CELL + (16 if lead else 0)
+                n_rows, n_cols = 0, 0
+            slice_w = n_cols * CELL + (12 if lead else 0)
+            slice_h = n_rows * CELL + (16 if lead else 0)
             lead_idx = _iter_index(lead)
             per_row = max(1, (MAX_WIDTH - 2 * PAD) // max(slice_w, 1))
             n_slice_rows = math.ceil(len(lead_idx) / per_row)
@@ -242,7 +238,7 @@ def stride_model(
                 if lead:
                     label = "[" + ", ".join(str(i) for i in li) + ", :, :]"
                     slices.append({"label": label, "x": ox, "y": oy - 4})
-            elements = []
+            elements: list[dict[str, Any]] = []
             for idx, s in drawn[k]:
                 if len(idx) >= 2:
                     li, i, j = idx[:-2], idx[-2], idx[-1]
@@ -261,8 +257,8 @@ def stride_model(
             if values is not None:
                 pos = {i: n for n, i in enumerate(cell_ids)}
                 for el in elements:
-                    n = pos.get(el["s"])
-                    el["value"] = cells[n]["value"] if n is not None else None
+                    at = pos.get(el["s"])
+                    el["value"] = cells[at]["value"] if at is not None else None
             else:
                 for el in elements:
                     el["value"] = None

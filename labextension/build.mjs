@@ -1,0 +1,36 @@
+// Bundle each widget's TypeScript into one self-contained ES module under torchlens_widgets/static/.
+// Invoked by `npm run build` (and so by hatch_build.py on `pip install .`). Everything is bundled:
+// the output may not import anything (no CDN, no bare specifiers), and it must stay small.
+import { build } from "esbuild";
+import { statSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const STATIC = join(here, "..", "torchlens_widgets", "static");
+const BUNDLES = ["stride"];
+const MAX_BYTES = 50 * 1024;
+
+for (const name of BUNDLES) {
+  const outfile = join(STATIC, `${name}.js`);
+  const result = await build({
+    entryPoints: [join(here, "src", name, "index.ts")],
+    outfile,
+    bundle: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2020",
+    minify: true,
+    legalComments: "none",
+    charset: "utf8",
+    metafile: true,
+    logLevel: "warning",
+  });
+  const imports = Object.values(result.metafile.outputs).flatMap((o) => o.imports);
+  if (imports.length) {
+    throw new Error(`${name}.js must not import anything, but imports ${imports.map((i) => i.path).join(", ")}`);
+  }
+  const size = statSync(outfile).size;
+  if (size > MAX_BYTES) throw new Error(`${name}.js is ${size} bytes, over the ${MAX_BYTES}-byte budget`);
+  console.log(`built ${outfile} (${size} bytes)`);
+}
