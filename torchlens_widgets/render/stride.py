@@ -222,7 +222,7 @@ def stride_model(
             n_slice_rows = math.ceil(len(lead_idx) / per_row)
             grid_w = min(len(lead_idx), per_row) * slice_w
             grid_h = n_slice_rows * slice_h
-            block_w = max(grid_w, int(len(title) * 6.2) + 4)
+            block_w = max(grid_w, int(len(title) * 6.7) + 4)  # 11 px monospace ≈ 6.6 px a character
             if x > PAD and x + block_w > MAX_WIDTH:
                 x = PAD
                 y += row_h + 16
