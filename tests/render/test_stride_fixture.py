@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
 
 from torchlens_widgets.layout import layout, read_storage
@@ -83,10 +82,8 @@ def test_fixture_covers_the_cases_the_ts_tests_rely_on() -> None:
 
 
 def test_widget_model_equals_fixture() -> None:
-    """The real widget factory builds the same model (skipped when the JS bundle is not built)."""
-    try:
-        from torchlens_widgets.widgets.stride import stride_diagram
-    except FileNotFoundError as e:  # bundle_path() raises at class creation without a built front end
-        pytest.skip(str(e))
+    """The real widget factory builds the same model."""
+    from torchlens_widgets.widgets.stride import stride_diagram
+
     tensors, names = fixture_tensors()
     assert stride_diagram(*tensors, names=names).model == json.loads(MODEL_JSON.read_text(encoding="utf-8"))

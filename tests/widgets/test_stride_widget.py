@@ -65,3 +65,12 @@ def test_huge_and_meta_tensors_render() -> None:
     w = stride_diagram(torch.empty(1, device="meta").expand(10_000, 10_000))
     assert "showing" in w.static_text()
     assert w.model["tensors"][0]["shown"] <= 384
+
+
+def test_missing_bundle_degrades_to_a_message(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from torchlens_widgets.widgets import _base
+
+    monkeypatch.setattr(_base, "STATIC", tmp_path)
+    with pytest.warns(UserWarning, match="bundle .* is missing"):
+        esm = _base.bundle("stride")
+    assert isinstance(esm, str) and "was not built" in esm

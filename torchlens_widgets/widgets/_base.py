@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -11,14 +12,24 @@ import anywidget
 STATIC = Path(str(resources.files("torchlens_widgets") / "static"))
 
 
-def bundle_path(name: str) -> Path:
-    """Path of a bundled ES module; a clear error if the front end was never built."""
+_MISSING_BUNDLE_ESM = """
+export default { render({ el }) {
+  el.textContent = "torchlens-widgets: the widget's front-end bundle was not built, so only the static "
+    + "picture can be shown. Reinstall with `pip install .` (it builds labextension/).";
+} };
+"""
+
+
+def bundle(name: str) -> Path | str:
+    """The bundled ES module for a widget; if it was never built, a stub that says so in the page."""
     path = STATIC / f"{name}.js"
     if not path.exists():
-        raise FileNotFoundError(
-            f"the widget bundle {path} is missing: the front end was not built. "
-            "Reinstall with `pip install .` (it builds labextension/) or run `npm run build` in labextension/."
+        warnings.warn(
+            f"the widget bundle {path} is missing (the front end was not built); widgets will show "
+            "their static picture. Reinstall with `pip install .` or run `npm run build` in labextension/.",
+            stacklevel=2,
         )
+        return _MISSING_BUNDLE_ESM
     return path
 
 

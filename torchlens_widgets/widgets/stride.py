@@ -10,7 +10,7 @@ import traitlets as t
 
 from ..layout import layout, read_storage
 from ..render.stride import TensorView, stride_model, stride_svg, stride_text
-from ._base import FallbackWidget, bundle_path
+from ._base import FallbackWidget, bundle
 
 
 class StrideDiagram(FallbackWidget):
@@ -20,7 +20,7 @@ class StrideDiagram(FallbackWidget):
     or {} when nothing is selected.
     """
 
-    _esm = bundle_path("stride")
+    _esm = bundle("stride")
     model = t.Dict().tag(sync=True)
     selection = t.Dict().tag(sync=True)
 
