@@ -281,7 +281,8 @@ class check:
         if isinstance(exc, CheckFailed):
             message = str(exc)
         elif isinstance(exc, (NotImplementedError, NameError)):
-            message = f"not done yet: {type(exc).__name__}: {exc}. Write your answer in the exercise cell above and run it."
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            message = f"not done yet ({detail}). Write your answer in the exercise cell above and run it."
         elif isinstance(exc, KeyboardInterrupt):
             return False
         else:
