@@ -115,3 +115,13 @@ def test_huge_tensor_is_not_enumerated() -> None:
     with pytest.raises(LayoutError, match="refused"):
         lay.storage_indices()
     assert next(lay.iter_storage_indices()) == 0
+
+
+def test_base_index_points_at_the_root() -> None:
+    from torchlens_widgets.layout import base_index
+
+    root = torch.zeros(3, 4)
+    v = root.t()[1:]
+    assert base_index(v, [root, v]) == 0  # a view of a view records the root as _base
+    assert base_index(v, [v]) == -1
+    assert base_index(root, [root]) is None

@@ -8,7 +8,7 @@ touching element values, so it also works for meta tensors.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,6 +17,7 @@ import torch
 __all__ = [
     "Layout",
     "LayoutError",
+    "base_index",
     "layout",
     "read_storage",
     "shares_storage",
@@ -186,6 +187,14 @@ def layout(t: torch.Tensor) -> Layout:
         requires_grad=bool(t.requires_grad),
         has_values=t.device.type != "meta",
     )
+
+
+def base_index(t: torch.Tensor, among: Sequence[torch.Tensor]) -> int | None:
+    """Position in `among` of `t._base` (the root tensor a view was made from); -1 if absent, None if not a view."""
+    base = t._base if t._is_view() else None
+    if base is None:
+        return None
+    return next((k for k, other in enumerate(among) if other is base), -1)
 
 
 def shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import traitlets as t
 
-from ..layout import layout, read_storage
+from ..layout import base_index, layout, read_storage
 from ..render.stride import TensorView, stride_model, stride_svg, stride_text
 from ._base import FallbackWidget, bundle
 
@@ -87,9 +87,8 @@ def stride_diagram(
     layouts = [layout(x) for x in tensors]  # raises LayoutError with advice on bad input
     views = []
     for name, x, lay in zip(names, tensors, layouts):
-        base = None
-        if lay.is_view and x._base is not None:
-            base = next((n for n, other in zip(names, tensors) if other is x._base), "an unnamed tensor")
+        k = base_index(x, tensors)
+        base = None if k is None else ("an unnamed tensor" if k < 0 else str(names[k]))
         views.append(TensorView(name=str(name), layout=lay, base=base))
     by_storage = {lay.storage_id: x for x, lay in zip(tensors, layouts)}
 
