@@ -1,0 +1,92 @@
+"""Layout, picture-model and SVG cost of the grad_fn graph view (targets: 4,500 nodes ≤ 2 s; GPT-2 lens + layout ≤ 0.5 s).
+
+Run: .venv/bin/python benchmarks/bench_grad_graph.py
+Synthetic graphs need no torch; with torch and torchlens_widgets.autograd present, the lens is also timed on
+GPT-2 small and ResNet-50 (see models.py).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from models import gpt2_like_graph, random_dag, synthetic_graph
+
+from torchlens_widgets.render.grad_graph import grad_graph_model, grad_graph_svg
+from torchlens_widgets.render.graph_layout import layered_layout
+
+
+def best_of(fn: Callable[[], Any], repeat: int = 3) -> float:
+    best = math.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def layout_only(graph: dict[str, Any]) -> None:
+    pos = {nd["id"]: k for k, nd in enumerate(graph["nodes"])}
+    layered_layout(len(pos), [(pos[e["src"]], pos[e["dst"]]) for e in graph["edges"]],
+                   [7.0 * len(nd["name"]) + 16 for nd in graph["nodes"]])
+
+
+def row(name: str, graph: dict[str, Any], lens_s: float | None = None) -> None:
+    n, e = len(graph["nodes"]), len(graph["edges"])
+    lay_s = best_of(lambda: layout_only(graph))
+    full_s = best_of(lambda: grad_graph_model(graph, collapse=False, max_nodes=None))
+    coll_s = best_of(lambda: grad_graph_model(graph, collapse=True, max_nodes=None))
+    full_svg = len(grad_graph_svg(grad_graph_model(graph, collapse=False, max_nodes=None)).encode())
+    coll = grad_graph_model(graph, collapse=True, max_nodes=None)
+    coll_svg = len(grad_graph_svg(coll).encode())
+    lens = f"{lens_s * 1e3:9.1f}" if lens_s is not None else f"{'-':>9}"
+    print(f"{name:<22} {n:>6,} {e:>6,} {lens} {lay_s * 1e3:10.1f} {full_s * 1e3:10.1f} {full_svg:>10,} "
+          f"{coll_s * 1e3:10.1f} {len(coll['nodes']):>6,} {coll_svg:>9,}")
+
+
+def torchviz_row(name: str, make: Callable[[], Any]) -> None:
+    """TODO(integrator): torchviz + Graphviz `dot` on the same graph (make_dot(...).pipe('svg')), same columns."""
+
+
+def lens_rows() -> None:
+    try:
+        import torch
+
+        from torchlens_widgets.autograd import grad_graph
+    except ImportError as err:  # the autograd lens is optional for this benchmark
+        print(f"(lens rows skipped: {err})")
+        return
+    from models import gpt2_small, resnet50
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    for name, make in (("GPT-2 small (lens)", gpt2_small), ("ResNet-50 (lens)", resnet50)):
+        model, x = make()
+        out = model(x)
+        loss = out.float().pow(2).mean()
+        lens_s = best_of(lambda loss=loss, model=model: grad_graph(loss, params=model))
+        graph = grad_graph(loss, params=model).to_dict()
+        row(name, graph, lens_s)
+        torchviz_row(name, lambda loss=loss, model=model: (loss, dict(model.named_parameters())))
+
+
+def main() -> None:
+    print("times in ms (best of 3); 'layout' = layered_layout alone; 'model' = focus/collapse + layout + picture")
+    print(f"{'graph':<22} {'nodes':>6} {'edges':>6} {'lens':>9} {'layout':>10} {'model':>10} {'SVG bytes':>10} "
+          f"{'collapsed':>10} {'nodes':>6} {'SVG bytes':>9}")
+    row("GPT-2-sized synthetic", gpt2_like_graph(12))
+    row("synthetic 4,500", synthetic_graph(4500))
+    n = 4500
+    edges = random_dag(n)
+    t = best_of(lambda: layered_layout(n, edges))
+    print(f"{'random DAG 4,500':<22} {n:>6,} {len(edges):>6,} {'-':>9} {t * 1e3:10.1f}  (layout only)")
+    lens_rows()
+
+
+if __name__ == "__main__":
+    main()
