@@ -4,11 +4,17 @@ Lenses turn runtime state into plain data (`layout`), widgets draw it live (`str
 and `torchlens_widgets.course` checks exercises.
 """
 
+from .dispatch import DispatchTrace, DispatchTraceError, dispatch_trace
 from .layout import Layout, LayoutError, layout, shares_storage, storage_index
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DispatchTrace",
+    "DispatchTraceError",
+    "DispatchTraceWidget",
+    "dispatch_trace",
+    "dispatch_widget",
     "Layout",
     "LayoutError",
     "layout",
@@ -20,7 +26,7 @@ __all__ = [
 
 
 def __getattr__(name: str):  # widgets import anywidget: load them only when asked for
-    if name in ("stride_diagram", "StrideDiagram"):
+    if name in ("stride_diagram", "StrideDiagram", "dispatch_widget", "DispatchTraceWidget"):
         from . import widgets
 
         return getattr(widgets, name)
