@@ -1,13 +1,15 @@
 """Layout, picture-model and SVG cost of the grad_fn graph view (targets: 4,500 nodes ≤ 2 s; GPT-2 lens + layout ≤ 0.5 s).
 
 Run: .venv/bin/python benchmarks/bench_grad_graph.py
-Synthetic graphs need no torch; with torch and torchlens_widgets.autograd present, the lens is also timed on
-GPT-2 small and ResNet-50 (see models.py).
+Synthetic graphs need no torch; the lens is also timed on GPT-2 small, ResNet-50 and a 4,500-node deep chain
+(see models.py), side by side with torchviz + Graphviz `dot` on the same graphs when those are installed
+(benchmark only: `pip install torchviz graphviz` and `apt-get install graphviz`).
 """
 
 from __future__ import annotations
 
 import math
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -50,8 +52,55 @@ def row(name: str, graph: dict[str, Any], lens_s: float | None = None) -> None:
           f"{coll_s * 1e3:10.1f} {len(coll['nodes']):>6,} {coll_svg:>9,}")
 
 
-def torchviz_row(name: str, make: Callable[[], Any]) -> None:
-    """TODO(integrator): torchviz + Graphviz `dot` on the same graph (make_dot(...).pipe('svg')), same columns."""
+def torchviz_row(name: str, loss: Any, params: dict[str, Any]) -> None:
+    """torchviz + Graphviz `dot` on the same graph: make_dot (graph walk) then dot's layout to SVG."""
+    try:
+        from torchviz import make_dot
+    except ImportError:
+        print(f"{name + ' (torchviz)':<22} skipped: pip install torchviz graphviz, apt-get install graphviz")
+        return
+    if not shutil.which("dot"):
+        print(f"{name + ' (torchviz)':<22} skipped: the Graphviz `dot` binary is not installed")
+        return
+    old_limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old_limit, 100_000))  # make_dot recurses once per graph level
+    t0 = time.perf_counter()
+    try:
+        dot = make_dot(loss, params=params)
+    except RecursionError:
+        print(f"{name + ' (torchviz)':<22} make_dot failed: RecursionError (it walks the graph recursively)")
+        return
+    finally:
+        sys.setrecursionlimit(old_limit)
+    walk_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    try:
+        svg = dot.pipe(format="svg")
+    except Exception as err:  # dot may time out or run out of memory on big graphs
+        print(f"{name + ' (torchviz)':<22} make_dot {walk_s * 1e3:.1f} ms; dot failed: {type(err).__name__}")
+        return
+    dot_s = time.perf_counter() - t0
+    height = _svg_height(svg.decode(errors="replace"))
+    print(f"{name + ' (torchviz)':<22} {'':>6} {'':>6} {walk_s * 1e3:9.1f} {dot_s * 1e3:10.1f} {'':>10} "
+          f"{len(svg):>10,}   (walk, dot layout+SVG; picture {height:,.0f} pt tall)")
+
+
+def _svg_height(svg: str) -> float:
+    import re
+
+    m = re.search(r'<svg[^>]*height="([0-9.]+)pt"', svg)
+    return float(m.group(1)) if m else float("nan")
+
+
+def deep_model(blocks: int) -> tuple[Any, Any]:
+    """A real torch graph of 4 nodes a block (mul, sin, add, the parameter): ~4,600 nodes at 1,150 blocks."""
+    import torch
+
+    ws = torch.nn.ParameterList([torch.nn.Parameter(torch.randn(8)) for _ in range(blocks)])
+    y = torch.randn(8)
+    for w in ws:
+        y = y + (y * w).sin()
+    return y.pow(2).sum(), ws
 
 
 def lens_rows() -> None:
@@ -72,7 +121,12 @@ def lens_rows() -> None:
         lens_s = best_of(lambda loss=loss, model=model: grad_graph(loss, params=model))
         graph = grad_graph(loss, params=model).to_dict()
         row(name, graph, lens_s)
-        torchviz_row(name, lambda loss=loss, model=model: (loss, dict(model.named_parameters())))
+        torchviz_row(name, loss, dict(model.named_parameters()))
+    loss, ws = deep_model(1150)
+    named = {f"w.{i}": w for i, w in enumerate(ws)}
+    lens_s = best_of(lambda: grad_graph(loss, params=named))
+    row("deep chain (lens)", grad_graph(loss, params=named).to_dict(), lens_s)
+    torchviz_row("deep chain", loss, named)
 
 
 def main() -> None:
