@@ -4,6 +4,7 @@ Lenses turn runtime state into plain data (`layout`), widgets draw it live (`str
 and `torchlens_widgets.course` checks exercises.
 """
 
+from .autograd import grad_graph, record_backward
 from .dispatch import DispatchTrace, DispatchTraceError, dispatch_trace
 from .layout import Layout, LayoutError, layout, shares_storage, storage_index
 
@@ -15,10 +16,14 @@ __all__ = [
     "DispatchTraceWidget",
     "dispatch_trace",
     "dispatch_widget",
+    "grad_graph",
+    "GradGraphWidget",
     "Layout",
     "LayoutError",
     "layout",
+    "record_backward",
     "shares_storage",
+    "show_grad_graph",
     "storage_index",
     "stride_diagram",
     "StrideDiagram",
@@ -26,7 +31,8 @@ __all__ = [
 
 
 def __getattr__(name: str):  # widgets import anywidget: load them only when asked for
-    if name in ("stride_diagram", "StrideDiagram", "dispatch_widget", "DispatchTraceWidget"):
+    if name in ("stride_diagram", "StrideDiagram", "dispatch_widget", "DispatchTraceWidget",
+                "show_grad_graph", "GradGraphWidget"):
         from . import widgets
 
         return getattr(widgets, name)

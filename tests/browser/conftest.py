@@ -24,7 +24,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "02-storage-views-strides.ipynb"
-BUNDLE = REPO / "torchlens_widgets" / "static" / "stride.js"
+STATIC = REPO / "torchlens_widgets" / "static"
+BUNDLE = STATIC / "stride.js"
 CHROMIUM = Path(os.environ.get("TLW_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -90,17 +91,28 @@ def chromium_executable() -> str:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
-    """JupyterLab on a free port of 127.0.0.1 serving a copy of notebook 02, with private config and state."""
-    if not NOTEBOOK.exists():
+def lab(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Lab:
+    """JupyterLab on a free port of 127.0.0.1 serving a copy of notebook 02, with private config and state.
+
+    A test module may serve its own notebook instead: it defines `write_notebook(root) -> name` (writes
+    the notebook into the server's root) and `LAB_BUNDLES` (the widget bundles it needs).
+    """
+    write_notebook = getattr(request.module, "write_notebook", None)
+    bundles = [STATIC / f"{b}.js" for b in getattr(request.module, "LAB_BUNDLES", ())] or [BUNDLE]
+    if write_notebook is None and not NOTEBOOK.exists():
         pytest.fail(f"{NOTEBOOK} is missing: the browser test runs that course notebook")
-    if not BUNDLE.exists():
-        pytest.fail(f"{BUNDLE} is missing: build the front end first (`npm run build` in labextension/)")
+    for bundle in bundles:
+        if not bundle.exists():
+            pytest.fail(f"{bundle} is missing: build the front end first (`npm run build` in labextension/)")
 
     tmp = tmp_path_factory.mktemp("lab")
     root = tmp / "root"
     root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+    if write_notebook is None:
+        shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
+        notebook = NOTEBOOK.name
+    else:
+        notebook = write_notebook(root)
     settings = tmp / "user-settings"
     for rel, value in LAB_SETTINGS.items():
         path = settings / rel
@@ -156,7 +168,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-    server = Lab(url=f"http://127.0.0.1:{port}", token=token, root=root, notebook=NOTEBOOK.name, tmp=tmp, log=log)
+    server = Lab(url=f"http://127.0.0.1:{port}", token=token, root=root, notebook=notebook, tmp=tmp, log=log)
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while True:
