@@ -55,6 +55,9 @@ benchmarks: env
 	$(BIN)/python benchmarks/bench_stride.py
 	$(BIN)/python benchmarks/bench_sizes.py
 	$(BIN)/python benchmarks/bench_notebooks.py
+	$(BIN)/python benchmarks/bench_grad_graph.py
+	$(BIN)/python benchmarks/bench_dispatch.py
+	$(BIN)/python benchmarks/bench_first_paint.py
 
 clean:
 	rm -rf $(VENV) labextension/node_modules torchlens_widgets/static/*.js
