@@ -415,6 +415,15 @@ def test_a_leaf_root_is_its_accumulate_grad_alone() -> None:
     assert g.edges == [] and g.roots == [0]
 
 
+def test_a_tensor_saved_twice_has_one_tensor_number() -> None:
+    a = torch.randn(4, requires_grad=True)
+    h = a.exp()  # ExpBackward0 saves h; MulBackward0 saves h (as self and other)
+    g = grad_graph((h * h).sum())
+    numbers = {s["name"]: s["tensor"] for nd in g.to_dict()["nodes"] for s in nd["saved"]}
+    assert numbers["self"] == numbers["other"] == numbers["result"]
+    assert g.total_saved_bytes() == 16
+
+
 def test_several_roots_share_one_graph() -> None:
     a = torch.randn(3, requires_grad=True)
     h = a.sin()
@@ -444,6 +453,7 @@ def test_to_dict_schema_and_summary_text_exactly() -> None:
         "nbytes": 12,
         "freed": False,
         "alias": "input",
+        "tensor": 0,
     }
     assert d["nodes"][2] == {
         "id": 2,

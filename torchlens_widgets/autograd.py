@@ -204,11 +204,14 @@ class GradGraph:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: ``{"nodes": [...], "edges": [...], "roots": [...]}`` (schema in the module docs)."""
-        return {
-            "nodes": [n.to_dict() for n in self.nodes],
-            "edges": [e.to_dict() for e in self.edges],
-            "roots": list(self.roots),
-        }
+        tensor_ids: dict[tuple[Any, ...], int] = {}
+        nodes = []
+        for n in self.nodes:
+            d = n.to_dict()
+            for info, saved in zip(n.saved, d["saved"]):  # "tensor": the same number where one tensor is saved twice
+                saved["tensor"] = None if info.key is None else tensor_ids.setdefault(info.key, len(tensor_ids))
+            nodes.append(d)
+        return {"nodes": nodes, "edges": [e.to_dict() for e in self.edges], "roots": list(self.roots)}
 
     def summary(self) -> str:
         """Deterministic text, one line per node (no addresses, no timings)."""

@@ -10,7 +10,7 @@ fallbacks. No torch imports here.
 Model schema (version 1), shared with the TypeScript widget:
   {kind: "grad_graph", version: 1, width, height, node_h,
    nodes: [{id, name, label, sub, kind, cls, x, y, w, h, layer, param, shape, seq,
-            hooks: {pre, post}, saved: [{name, shape, dtype, nbytes, freed, alias}],
+            hooks: {pre, post}, saved: [{name, shape, dtype, nbytes, freed, alias, tensor}],
             saved_nbytes, freed_nbytes, hidden,
             group: null | {prefix, indices, repeat, representative, members, saved_nbytes},
             block: null | {group, prefix, index, repeat}}],
@@ -420,9 +420,22 @@ def _stats(graph: Graph) -> dict[str, Any]:
         "roots": len(graph.get("roots", [])),
         "kinds": {k: kinds[k] for k in sorted(kinds)},
         "saved_count": len(saved),
-        "saved_nbytes": sum(int(s.get("nbytes") or 0) for s in saved),
+        "saved_nbytes": _distinct_nbytes(saved),
         "freed_count": sum(1 for s in saved if s.get("freed")),
     }
+
+
+def _distinct_nbytes(saved: list[dict[str, Any]]) -> int:
+    """Bytes of the saved tensors, one tensor saved by several nodes counted once (lens key "tensor")."""
+    seen: set[int] = set()
+    total = 0
+    for k, s in enumerate(saved):
+        tid = s.get("tensor")
+        key = -1 - k if tid is None else int(tid)
+        if key not in seen:
+            seen.add(key)
+            total += int(s.get("nbytes") or 0)
+    return total
 
 
 def _steps(recording: dict[str, Any], full: Graph, shown: Graph) -> list[dict[str, Any]]:

@@ -12,6 +12,8 @@ export interface SavedTensor {
   nbytes: number;
   freed: boolean;
   alias: "input" | "output" | null;
+  /** Same number where one tensor is saved by several nodes (counted once in totals). */
+  tensor?: number | null;
 }
 
 export interface GroupInfo {
