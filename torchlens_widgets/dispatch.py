@@ -23,7 +23,7 @@ What PyTorch lets a mode see, stated plainly:
   `(tensor keys | TLS include) - TLS exclude` read at the torch-function level, highest priority
   first. It contains `PythonTLSSnapshot` and `Python` because this trace is itself a dispatch mode
   (that is how the mode receives the ops). An op's `remaining` keys are the same formula read inside
-  the dispatch handler: the keys still to run below Python (usually just the backend, e.g. `CPU`).
+  the dispatch handler: the keys still to run below Python (usually `BackendSelect` (always in the thread-local include set, skipped for non-factory ops) then the backend, e.g. `CPU`).
 * `loss.backward()` inside the block is recorded: the autograd engine runs with the modes active,
   so the backward aten ops appear under the `Tensor.backward` call.
 
