@@ -2,7 +2,8 @@
 
 The page loads the real bundle (torchlens_widgets/static/*.js) over a loopback HTTP server and calls its
 anywidget `render` with a stand-in model holding the picture Python computed. Reported: the time from
-navigation start to the first animation frame after render, and render() alone. Needs /usr/bin/chromium
+navigation start to the first animation frame after render, and render() alone. For comparison, the
+SVG that torchviz + Graphviz `dot` make of the same graphs is loaded as a page and timed the same way. Needs /usr/bin/chromium
 and the playwright package (no browser download). Run: .venv/bin/python benchmarks/bench_first_paint.py
 """
 
@@ -66,6 +67,37 @@ def grad_graph_cases() -> list[tuple[str, str, dict[str, Any]]]:
     ]
 
 
+STATIC_PAGE = """<!doctype html><html><body>{svg}<script>
+requestAnimationFrame(() => requestAnimationFrame(() => {{
+  window.__paint = {{ render_ms: 0, paint_ms: performance.now(), script_ms: 0 }};
+}}));
+</script></body></html>"""
+
+
+def torchviz_cases() -> list[tuple[str, str, str]]:
+    """The same graphs drawn by torchviz + Graphviz dot, as the SVG a browser would show (skipped if absent)."""
+    try:
+        from torchviz import make_dot
+    except ImportError:
+        return []
+    if not shutil.which("dot"):
+        return []
+    from bench_grad_graph import deep_model
+    from models import gpt2_small
+
+    model, x = gpt2_small()
+    loss = model(x).float().pow(2).mean()
+    cases = [("GPT-2 small, torchviz + dot SVG", "", make_dot(loss, params=dict(model.named_parameters())))]
+    deep_loss, ws = deep_model(1150)
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        cases.append(("deep chain 4,602, torchviz + dot SVG", "", make_dot(deep_loss, params={f"w.{i}": w for i, w in enumerate(ws)})))
+    finally:
+        sys.setrecursionlimit(old)
+    return [(name, "", dot.pipe(format="svg").decode()) for name, _, dot in cases]
+
+
 def stride_cases() -> list[tuple[str, str, dict[str, Any]]]:
     import torch
 
@@ -82,7 +114,7 @@ def main() -> None:
         return
     from playwright.sync_api import sync_playwright
 
-    cases = stride_cases() + grad_graph_cases()
+    cases: list[tuple[str, str, Any]] = stride_cases() + grad_graph_cases() + torchviz_cases()
     with tempfile.TemporaryDirectory() as tmp:
         for js in (ROOT / "torchlens_widgets" / "static").glob("*.js"):
             shutil.copy(js, tmp)
@@ -94,12 +126,13 @@ def main() -> None:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
             for name, bundle, traits in cases:
-                payload = json.dumps(traits)
+                payload = json.dumps(traits) if bundle else traits
                 best: dict[str, float] | None = None
                 for k in range(3):
                     page_dir = Path(tmp)
                     (page_dir / "traits.json").write_text(payload)
-                    (page_dir / f"p{k}.html").write_text(PAGE.format(bundle=bundle))
+                    html = PAGE.format(bundle=bundle) if bundle else STATIC_PAGE.format(svg=traits)
+                    (page_dir / f"p{k}.html").write_text(html)
                     page = browser.new_page()
                     page.goto(f"http://127.0.0.1:{port}/p{k}.html")
                     page.wait_for_function("window.__paint !== undefined", timeout=60_000)
