@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -194,6 +195,67 @@ def test_saved_bytes_count_a_shared_tensor_once() -> None:
     assert mul["self"].nbytes == mul["other"].nbytes == 40
     assert g.total_saved_bytes(include_leaves=False) == 40  # h once; SinBackward0 saves the leaf x
     assert g.total_saved_bytes() == 80
+
+
+def test_a_saved_view_of_a_parameter_is_not_activation_memory() -> None:
+    # AddmmBackward0 saves x (a leaf) and weight.t(): a view of the parameter, 48 B that cost nothing extra
+    lin = nn.Linear(4, 3)
+    x = torch.randn(2, 4, requires_grad=True)
+    g = grad_graph(lin(x))
+    saved = saved_of(g, "AddmmBackward0")
+    assert (saved["mat1"].nbytes, saved["mat2"].nbytes) == (32, 48)
+    assert saved["mat2"].leaf and saved["mat1"].leaf  # weight.t() lives on the weight's storage
+    assert g.total_saved_bytes() == 80
+    assert g.total_saved_bytes(include_leaves=False) == 0
+
+
+@pytest.mark.parametrize("pack", [lambda t: t, lambda t: t.view_as(t)])
+def test_identity_saved_tensors_hooks_keep_leaves_out(pack: Callable[[torch.Tensor], Any]) -> None:
+    lin = nn.Linear(4, 3)
+    x = torch.randn(2, 4, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = lin(torch.relu(x))
+    g = grad_graph(y)
+    assert all(s.packed for n in g.nodes for s in n.saved)
+    assert g.total_saved_bytes() == 32 + 48  # relu's result is AddmmBackward0's mat1: one storage
+    assert g.total_saved_bytes(include_leaves=False) == 32  # weight.t() packed as itself: the weight's storage
+    d = g.to_dict()
+    addmm = next(nd for nd in d["nodes"] if nd["name"] == "AddmmBackward0")
+    relu = next(nd for nd in d["nodes"] if nd["name"] == "ReluBackward0")
+    assert addmm["saved"][0]["tensor"] == relu["saved"][0]["tensor"]
+    assert [s["leaf"] for s in addmm["saved"]] == [False, True]
+
+
+def test_a_pack_hook_returning_a_tuple_counts_the_tensors_inside_per_slot() -> None:
+    x = torch.randn(4, 4, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (t.dtype, t.to(torch.bfloat16)), lambda p: p[1].to(p[0])):
+        h = x.exp()
+        y = (h * h).sum()  # exp saves h, mul saves h twice: three bf16 copies of 32 B each
+    g = grad_graph(y)
+    assert [s.nbytes for n in g.nodes for s in n.saved] == [32, 32, 32]
+    assert g.total_saved_bytes() == g.total_saved_bytes(include_leaves=False) == 96
+
+
+def test_views_of_one_storage_count_once_with_the_storage_bytes() -> None:
+    a = torch.randn(2, 3, 8, requires_grad=True)
+    lin = nn.Linear(8, 8)
+    g = grad_graph(lin(torch.relu(a)))  # ReluBackward0 saves r [2, 3, 8]; AddmmBackward0 saves r.view(6, 8)
+    assert saved_of(g, "ReluBackward0")["result"].nbytes == saved_of(g, "AddmmBackward0")["mat1"].nbytes == 192
+    assert g.total_saved_bytes() == 192 + 256  # not 640: r once, plus fc.weight.t()
+    assert g.total_saved_bytes(include_leaves=False) == 192
+    numbers = {s["name"]: s["tensor"] for nd in g.to_dict()["nodes"] for s in nd["saved"]}
+    assert numbers["result"] == numbers["mat1"] != numbers["mat2"]
+
+
+def test_a_saved_slice_keeps_its_whole_storage_alive() -> None:
+    x = torch.randn(10, requires_grad=True)
+    h = x.exp()  # 40 B, saved by ExpBackward0
+    g = grad_graph(h[:2].sin().sum())  # SinBackward0 saves the 8-byte slice: same storage, nothing more
+    assert saved_of(g, "SinBackward0")["self"].nbytes == 8
+    assert g.total_saved_bytes(include_leaves=False) == 40
+    g2 = grad_graph((x * 2)[:2].sin().sum())  # only the saved slice holds x * 2 alive
+    assert [(s.name, s.nbytes) for n in g2.nodes for s in n.saved] == [("self", 8), ("other", 8)]  # 2 as int64
+    assert g2.total_saved_bytes(include_leaves=False) == 40 + 8  # the slice keeps all 10 floats alive
 
 
 def test_saved_tensors_hooks_are_not_run_by_the_lens() -> None:
@@ -451,8 +513,10 @@ def test_to_dict_schema_and_summary_text_exactly() -> None:
         "shape": [3],
         "dtype": "torch.float32",
         "nbytes": 12,
+        "storage_nbytes": 12,
         "freed": False,
         "alias": "input",
+        "leaf": True,
         "tensor": 0,
     }
     assert d["nodes"][2] == {
@@ -512,3 +576,23 @@ def test_module_parameters_name_the_leaves_of_a_12_layer_mlp() -> None:
     assert g.fns[g.by_name("22.bias").id].variable is model[22].bias
     named = grad_graph(model(x).sum(), params=list(model.named_parameters()))
     assert named.by_name("10.weight").param == "10.weight"
+
+
+def test_the_pictures_totals_are_the_lens_totals() -> None:
+    from torchlens_widgets.render.grad_graph import grad_graph_model
+
+    torch.manual_seed(0)
+    a = torch.randn(2, 3, 8, requires_grad=True)
+    lin = nn.Linear(8, 8)
+    r = torch.relu(a * 2)
+    loss = (lin(r) * r[..., :1]).sum()  # r is saved by relu, by addmm (as a view) and by mul (as a slice)
+    g = grad_graph(loss, params=lin)
+    stats = grad_graph_model(g.to_dict())["stats"]
+    assert (stats["saved_nbytes"], stats["activation_nbytes"]) == (g.total_saved_bytes(), g.total_saved_bytes(include_leaves=False))
+    # r once (saved whole, as a view and as a slice), lin(r) (mul's self), the int64 2; plus weight.t()
+    assert g.total_saved_bytes(include_leaves=False) == 192 + 192 + 8
+    assert g.total_saved_bytes() == 192 + 192 + 8 + 256
+    loss.backward()
+    after = grad_graph(*[g.fns[i] for i in g.roots])  # every saved tensor released: nothing is held
+    assert any(s.freed and s.nbytes for n in after.nodes for s in n.saved)
+    assert grad_graph_model(after.to_dict())["stats"]["saved_nbytes"] == after.total_saved_bytes() == 0

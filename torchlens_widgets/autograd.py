@@ -19,6 +19,12 @@ What torch does not expose, and how it is handled (details in the docstrings bel
 - Saved tensors of built-in ops are listed by attribute name in alphabetical order (``other``, ``self``);
   a custom Function's as ``saved_0``, ``saved_1``, ... in ``save_for_backward`` order.
 - Non-tensor saved attributes (``_saved_dim``, ``_saved_self_sym_sizes``, ...) are left out.
+
+Memory accounting (`GradGraph.total_saved_bytes`) is by *storage*, not by tensor: a saved view
+(``weight.t()``, a reshape of an activation) keeps its whole storage alive and costs nothing more than
+the storage itself, so each distinct storage counts once, with the storage's bytes. A *leaf storage*
+is the storage of a leaf tensor of the graph (an AccumulateGrad ``.variable``): saved tensors on it,
+views included, are not activation memory. Per-entry ``nbytes`` stay the tensor's own bytes.
 """
 
 from __future__ import annotations
@@ -59,7 +65,12 @@ _INPUT_NAMES = frozenset(
 
 @dataclass(frozen=True)
 class SavedTensorInfo:
-    """One tensor a node saved for backward; `packed` when a saved_tensors_hooks pack hook replaced it."""
+    """One tensor a node saved for backward; `packed` when a saved_tensors_hooks pack hook replaced it.
+
+    `nbytes`: the tensor's own bytes (numel × itemsize). `storage_nbytes`: the bytes it keeps alive, its
+    whole storage (a packed non-tensor: the bytes of the tensors inside). `leaf`: it lives on the
+    storage of a leaf of the graph (a parameter or an input requiring grad), so it is no activation memory.
+    """
 
     name: str
     shape: tuple[int, ...] | None
@@ -68,7 +79,9 @@ class SavedTensorInfo:
     freed: bool
     alias: Alias | None
     packed: bool = False
-    key: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)  # identity for de-duplication
+    storage_nbytes: int = 0
+    leaf: bool = False
+    key: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)  # storage identity, for de-duplication
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,8 +89,10 @@ class SavedTensorInfo:
             "shape": None if self.shape is None else list(self.shape),
             "dtype": self.dtype,
             "nbytes": self.nbytes,
+            "storage_nbytes": self.storage_nbytes,
             "freed": self.freed,
             "alias": self.alias,
+            "leaf": self.leaf,
         }
 
 
@@ -185,21 +200,27 @@ class GradGraph:
         return [n for n in self.nodes if n.name == name]
 
     def total_saved_bytes(self, *, include_leaves: bool = True) -> int:
-        """Bytes held by saved tensors not yet freed, each distinct tensor counted once.
+        """Bytes that saved tensors not yet freed keep alive: each distinct storage once, with its full size.
 
-        `include_leaves=False` leaves out saved leaves (parameters, inputs): they stay alive anyway, so
-        what remains is the activation memory that backward keeps.
+        A saved view keeps its whole storage alive, so the storage's bytes (not the view's) are what the
+        graph holds; views of one storage, saved by one node or several, count once. Under
+        saved_tensors_hooks a pack hook that returned a tensor is counted by that tensor's storage; one
+        that returned anything else counts the bytes of the tensors inside it, per saved slot.
+        `include_leaves=False` leaves out leaf storages (parameters, inputs requiring grad, and views of
+        them such as ``weight.t()``): they stay alive anyway, so what remains is the activation memory.
+        Saved tensors that require no grad and are not in the graph (a batch of data) still count.
         """
         seen: set[tuple[Any, ...]] = set()
         total = 0
         for n in self.nodes:
             for s in n.saved:
-                if s.freed or (not include_leaves and s.key is not None and s.key[-1]):
+                if s.freed or (not include_leaves and s.leaf):
                     continue
-                k = s.key if s.key is not None else (n.id, s.name)
-                if k not in seen:
-                    seen.add(k)
-                    total += s.nbytes
+                if s.key is None:  # no storage identity (a packed non-tensor): counted per slot
+                    total += s.storage_nbytes
+                elif s.key not in seen:
+                    seen.add(s.key)
+                    total += s.storage_nbytes
         return total
 
     def to_dict(self) -> dict[str, Any]:
@@ -208,7 +229,7 @@ class GradGraph:
         nodes = []
         for n in self.nodes:
             d = n.to_dict()
-            for info, saved in zip(n.saved, d["saved"]):  # "tensor": the same number where one tensor is saved twice
+            for info, saved in zip(n.saved, d["saved"]):  # "tensor": the same number for one storage saved twice
                 saved["tensor"] = None if info.key is None else tensor_ids.setdefault(info.key, len(tensor_ids))
             nodes.append(d)
         return {"nodes": nodes, "edges": [e.to_dict() for e in self.edges], "roots": list(self.roots)}
@@ -245,7 +266,9 @@ def _fmt_shape(shape: tuple[int, ...] | None) -> str:
 
 
 def _fmt_bytes(n: int) -> str:
-    return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024**2 else f"{n / 1024**2:.1f} MiB"
+    if n < 1024:
+        return f"{n} B"
+    return f"{n / 1024:.1f} KiB" if n < 1024**2 else f"{n / 1024**2:.1f} MiB" if n < 1024**3 else f"{n / 1024**3:.1f} GiB"
 
 
 def _fmt_saved(s: SavedTensorInfo) -> str:
@@ -351,8 +374,17 @@ def _hook_counts(fn: Node) -> tuple[int, int]:
     return counts[0], counts[1]
 
 
-def _tensor_key(t: torch.Tensor, is_leaf: bool) -> tuple[Any, ...]:
-    return (t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()), t.device, is_leaf)
+def _storage(t: torch.Tensor) -> tuple[tuple[Any, ...], int]:
+    """(identity, bytes) of the storage behind `t`; views of one storage share both.
+
+    A tensor without an accessible storage (sparse, some subclasses) is its own identity, with its own bytes.
+    """
+    try:
+        st = t.untyped_storage()
+        return ("storage", str(t.device), st._cdata), st.nbytes()
+    except (NotImplementedError, RuntimeError, TypeError):
+        key = ("tensor", t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()), str(t.device))
+        return key, t.numel() * t.element_size()
 
 
 def _alias(fn: Node, name: str, data: torch.Tensor, kind: Kind, unpack: Callable[[], Any]) -> Alias | None:
@@ -390,19 +422,37 @@ def _tensors_in(obj: Any) -> list[torch.Tensor]:
     return []
 
 
-def _one_saved(fn: Node, name: str, raw: Any, kind: Kind, unpack: Callable[[], Any]) -> SavedTensorInfo | None:
+def _one_saved(
+    fn: Node, name: str, raw: Any, kind: Kind, unpack: Callable[[], Any], leaf_storages: set[tuple[Any, ...]]
+) -> SavedTensorInfo | None:
     if raw.unpack_hook is not None:  # saved_tensors_hooks: what is held is whatever the pack hook returned
-        held = _tensors_in(raw.data)
+        packed = raw.data
+        if isinstance(packed, torch.Tensor):  # identified by its storage, like an unpacked saved tensor
+            key, storage_nbytes = _storage(packed)
+            return SavedTensorInfo(
+                name=name,
+                shape=tuple(packed.shape),
+                dtype=str(packed.dtype),
+                nbytes=packed.numel() * packed.element_size(),
+                freed=False,
+                alias=None,
+                packed=True,
+                storage_nbytes=storage_nbytes,
+                leaf=key in leaf_storages,
+                key=key,
+            )
+        held = _tensors_in(packed)  # anything else: the bytes of the tensors inside, counted per slot
         one = held[0] if len(held) == 1 else None
+        nbytes = sum(t.numel() * t.element_size() for t in held)
         return SavedTensorInfo(
             name=name,
             shape=None if one is None else tuple(one.shape),
             dtype=None if one is None else str(one.dtype),
-            nbytes=sum(t.numel() * t.element_size() for t in held),
+            nbytes=nbytes,
             freed=False,
             alias=None,
             packed=True,
-            key=None if one is None else _tensor_key(one, False),
+            storage_nbytes=nbytes,
         )
     data = raw.data
     if data is None:  # released by backward, or an optional tensor that was None
@@ -412,7 +462,7 @@ def _one_saved(fn: Node, name: str, raw: Any, kind: Kind, unpack: Callable[[], A
         except RuntimeError:
             return _freed(fn, name, kind)
         return None  # pragma: no cover - data None but unpack gave a tensor: nothing to describe
-    is_leaf = data.grad_fn is None and data.requires_grad
+    key, storage_nbytes = _storage(data)
     return SavedTensorInfo(
         name=name,
         shape=tuple(data.shape),
@@ -420,7 +470,9 @@ def _one_saved(fn: Node, name: str, raw: Any, kind: Kind, unpack: Callable[[], A
         nbytes=data.numel() * data.element_size(),
         freed=False,
         alias=_alias(fn, name, data, kind, unpack),
-        key=_tensor_key(data, is_leaf),
+        storage_nbytes=storage_nbytes,
+        leaf=key in leaf_storages,
+        key=key,
     )
 
 
@@ -448,7 +500,7 @@ def _unpack_attr(fn: Node, attr: str, i: int | None) -> Any:
     return value if i is None else value[i]
 
 
-def _saved(fn: Node, kind: Kind) -> tuple[SavedTensorInfo, ...]:
+def _saved(fn: Node, kind: Kind, leaf_storages: set[tuple[Any, ...]]) -> tuple[SavedTensorInfo, ...]:
     out: list[SavedTensorInfo] = []
     if kind == "custom":
         try:
@@ -463,7 +515,7 @@ def _saved(fn: Node, kind: Kind) -> tuple[SavedTensorInfo, ...]:
             return unpacked[0][i]
 
         for i, raw in enumerate(raws):
-            info = _one_saved(fn, f"saved_{i}", raw, kind, partial(unpack_custom, i))
+            info = _one_saved(fn, f"saved_{i}", raw, kind, partial(unpack_custom, i), leaf_storages)
             if info is not None:
                 out.append(info)
         return tuple(out)
@@ -471,11 +523,11 @@ def _saved(fn: Node, kind: Kind) -> tuple[SavedTensorInfo, ...]:
         raw = getattr(fn, "_raw_saved_" + attr)
         if isinstance(raw, (tuple, list)):  # a list of tensors, e.g. IndexBackward0's indices
             for i, r in enumerate(raw):
-                info = _one_saved(fn, f"{attr}[{i}]", r, kind, partial(_unpack_attr, fn, attr, i))
+                info = _one_saved(fn, f"{attr}[{i}]", r, kind, partial(_unpack_attr, fn, attr, i), leaf_storages)
                 if info is not None:
                     out.append(info)
             continue
-        info = _one_saved(fn, attr, raw, kind, partial(_unpack_attr, fn, attr, None))
+        info = _one_saved(fn, attr, raw, kind, partial(_unpack_attr, fn, attr, None), leaf_storages)
         if info is not None:
             out.append(info)
     return tuple(out)
@@ -545,6 +597,13 @@ def _walk(
                 fns.append(child)
                 queue.append(child)
             edges.append(GradEdge(src, dst, slot))
+    # Leaf storages are known only once every AccumulateGrad is found: a node can save a view of a leaf
+    # (AddmmBackward0 saves weight.t()) before the walk reaches that leaf.
+    leaf_storages: set[tuple[Any, ...]] = set()
+    for fn in fns:
+        var = getattr(fn, "variable", None)
+        if isinstance(var, torch.Tensor):
+            leaf_storages.add(_storage(var)[0])
     nodes: list[GradNode] = []
     for i, fn in enumerate(fns):
         name = fn.name()
@@ -566,7 +625,7 @@ def _walk(
                 kind=kind,
                 param=param,
                 shape=shape,
-                saved=() if kind == "leaf" else _saved(fn, kind),
+                saved=() if kind == "leaf" else _saved(fn, kind, leaf_storages),
                 hooks_pre=pre,
                 hooks_post=post,
                 seq=None if seq == _NO_SEQ else int(seq),

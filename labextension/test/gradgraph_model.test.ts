@@ -28,7 +28,7 @@ describe("nodeDetails equals Python's node_details", () => {
 
   it("formats bytes like Python", () => {
     expect([fmtBytes(0), fmtBytes(1023), fmtBytes(1024), fmtBytes(1536), fmtBytes(5 * 1024 ** 2)]).toEqual(
-      ["0 B", "1023 B", "1.0 KB", "1.5 KB", "5.0 MB"],
+      ["0 B", "1023 B", "1.0 KiB", "1.5 KiB", "5.0 MiB"],
     );
     expect(isGradGraphModel({})).toBe(false);
     expect(isGradGraphModel(gradModel())).toBe(true);

@@ -235,7 +235,8 @@ def test_freed_saved_tensors_are_greyed_not_an_error() -> None:
     assert [names[i] for i in cls if "part-freed" in cls[i]] == ["NativeLayerNormBackward0"]
     svg = grad_graph_svg(m)
     assert svg.count('class="n k-op freed"') == 2 and ".freed rect{" in svg
-    assert "saved tensors: 8 (1.0 KB), 5 freed" in grad_graph_text(m)  # 2 AddmmBackward0 × 2 + 1 of the layer norm
+    # 8 saved (2 AddmmBackward0 × 2 + 2 of the layer norm), 5 freed: the 3 held ones (128 B each) are counted
+    assert "saved tensors: 8 (384 B held, 384 B activations), 5 freed" in grad_graph_text(m)
 
 
 def test_recording_becomes_steps_mapped_onto_the_collapsed_picture() -> None:
@@ -293,7 +294,8 @@ def test_text_and_svg_are_deterministic_and_carry_no_timings() -> None:
     saved = sum(len(nd["saved"]) for nd in g["nodes"])
     assert text.splitlines()[0] == f"GradGraph: {n} nodes (21 leaf, 30 op), {len(g['edges'])} edges, 1 root"
     assert n == 51 and saved == 3 * 7 + 1
-    assert f"saved tensors: {saved} ({saved * 128 / 1024:.1f} KB), 0 freed" in text
+    held = f"{saved * 128 / 1024:.1f} KiB"  # no "tensor" numbers: every entry counts, 128 B each
+    assert f"saved tensors: {saved} ({held} held, {held} activations), 0 freed" in text
     assert "repeated: h.0 drawn once ×3; h.1–2 folded into one node (30 nodes)" in text
     assert "0.123" not in text and "0.123" not in grad_graph_svg(a)
     assert not re.search(r"0x[0-9a-f]{6,}", grad_graph_svg(a) + text)
@@ -304,3 +306,12 @@ def test_gpt2_sized_svg_stays_small() -> None:
     svg = grad_graph_svg(m)
     assert len(svg.encode()) < 1_000_000
     assert len(grad_graph_svg(grad_graph_model(model_graph(12)))) < len(svg) / 5
+
+
+def test_bytes_read_in_binary_units_like_the_lens_summary() -> None:
+    from torchlens_widgets.autograd import _fmt_bytes as lens_fmt
+    from torchlens_widgets.render.grad_graph import _fmt_bytes as render_fmt
+
+    cases = {0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 5 * 1024**2: "5.0 MiB", 3 * 1024**3: "3.0 GiB"}
+    assert {n: render_fmt(n) for n in cases} == cases
+    assert {n: lens_fmt(n) for n in cases} == cases

@@ -10,15 +10,15 @@ fallbacks. No torch imports here.
 Model schema (version 1), shared with the TypeScript widget:
   {kind: "grad_graph", version: 1, width, height, node_h,
    nodes: [{id, name, label, sub, kind, cls, x, y, w, h, layer, param, shape, seq,
-            hooks: {pre, post}, saved: [{name, shape, dtype, nbytes, freed, alias, tensor}],
+            hooks: {pre, post}, saved: [{name, shape, dtype, nbytes, storage_nbytes, freed, alias, leaf, tensor}],
             saved_nbytes, freed_nbytes, hidden,
             group: null | {prefix, indices, repeat, representative, members, saved_nbytes},
             block: null | {group, prefix, index, repeat}}],
    edges: [{src, dst, slot, points: [[x, y], ...]}],
    roots: [id], groups: [{id, name, label, repeat, representative, box: {x, y, w, h}}],
    steps: [{step, node, orig, name, leaves: [id], grads: [shape | null], freed: [id], seconds}],
-   stats: {nodes, edges, roots, kinds: {kind: count}, saved_count, saved_nbytes, freed_count,
-           shown_nodes, shown_edges, layers},
+   stats: {nodes, edges, roots, kinds: {kind: count}, saved_count, saved_nbytes, activation_nbytes,
+           freed_count, shown_nodes, shown_edges, layers},
    notes: [str]}
 x, y, w, h are the node box (top-left corner, size) in SVG user units; an edge's points run from the
 bottom centre of src to the top centre of dst (straight segments). `cls` is the space-separated CSS
@@ -27,6 +27,9 @@ class list ("k-op", "k-leaf", "k-custom", "k-other", "k-group" plus "freed", "pa
 nodes of a representative block, `group` the node standing for the other repeats. In `steps`, `node`
 is the shown node that ran (a group id if it ran inside a collapsed block, null if out of view) and
 `orig` the node id in the input graph; `freed` are shown nodes whose saved tensors were freed then.
+Saved entries' `nbytes` are the tensor's own bytes; `stats.saved_nbytes` is what the held (not freed)
+saved tensors keep alive, each storage once (lens keys "tensor" and "storage_nbytes"), equal to the
+lens's ``total_saved_bytes()``; `stats.activation_nbytes` leaves out leaf storages (``include_leaves=False``).
 """
 
 from __future__ import annotations
@@ -362,8 +365,8 @@ def _truncate(graph: Graph, max_nodes: int) -> Graph:
 
 def _fmt_bytes(n: int) -> str:
     scaled = n / 1024.0
-    for unit in ("KB", "MB", "GB"):
-        if scaled < 1024 or unit == "GB":
+    for unit in ("KiB", "MiB", "GiB"):
+        if scaled < 1024 or unit == "GiB":
             return f"{n} B" if n < 1024 else f"{scaled:.1f} {unit}"
         scaled /= 1024
     return f"{n} B"  # pragma: no cover
@@ -421,20 +424,28 @@ def _stats(graph: Graph) -> dict[str, Any]:
         "kinds": {k: kinds[k] for k in sorted(kinds)},
         "saved_count": len(saved),
         "saved_nbytes": _distinct_nbytes(saved),
+        "activation_nbytes": _distinct_nbytes([s for s in saved if not s.get("leaf")]),
         "freed_count": sum(1 for s in saved if s.get("freed")),
     }
 
 
 def _distinct_nbytes(saved: list[dict[str, Any]]) -> int:
-    """Bytes of the saved tensors, one tensor saved by several nodes counted once (lens key "tensor")."""
+    """Bytes the held saved tensors keep alive, each storage once (lens keys "tensor", "storage_nbytes").
+
+    The same rule as the lens's ``total_saved_bytes()``: freed entries count nothing, entries with one
+    "tensor" number share a storage and count its bytes once; without "storage_nbytes", "nbytes" is used.
+    """
     seen: set[int] = set()
     total = 0
     for k, s in enumerate(saved):
+        if s.get("freed"):
+            continue
         tid = s.get("tensor")
         key = -1 - k if tid is None else int(tid)
         if key not in seen:
             seen.add(key)
-            total += int(s.get("nbytes") or 0)
+            size = s.get("storage_nbytes")
+            total += int((s.get("nbytes") if size is None else size) or 0)
     return total
 
 
@@ -649,12 +660,17 @@ def grad_graph_svg(model: dict[str, Any]) -> str:
 
 
 def grad_graph_text(model: dict[str, Any]) -> str:
-    """Deterministic plain-text summary: counts, kinds, saved bytes, collapsed groups (no timings)."""
+    """Deterministic plain-text summary: counts, kinds, saved bytes, collapsed groups (no timings).
+
+    "held" is what the saved tensors keep alive (the lens's ``total_saved_bytes()``), "activations" the
+    part not on leaf storages (``total_saved_bytes(include_leaves=False)``).
+    """
     st = model["stats"]
     kinds = ", ".join(f"{n} {k}" for k, n in st["kinds"].items())
     lines = [
         f"GradGraph: {st['nodes']} nodes ({kinds}), {st['edges']} edges, {st['roots']} root{'s' if st['roots'] != 1 else ''}",
-        f"  saved tensors: {st['saved_count']} ({_fmt_bytes(st['saved_nbytes'])}), {st['freed_count']} freed",
+        f"  saved tensors: {st['saved_count']} ({_fmt_bytes(st['saved_nbytes'])} held, "
+        f"{_fmt_bytes(st['activation_nbytes'])} activations), {st['freed_count']} freed",
         f"  drawn: {st['shown_nodes']} nodes, {st['shown_edges']} edges in {st['layers']} layers",
     ]
     for grp in model["groups"]:

@@ -9,10 +9,15 @@ export interface SavedTensor {
   name: string;
   shape: number[] | null;
   dtype: string | null;
+  /** The tensor's own bytes (numel × itemsize). */
   nbytes: number;
+  /** Bytes it keeps alive: its whole storage (counted once per storage in totals). */
+  storage_nbytes?: number;
   freed: boolean;
   alias: "input" | "output" | null;
-  /** Same number where one tensor is saved by several nodes (counted once in totals). */
+  /** On the storage of a leaf of the graph (a parameter, an input requiring grad): not activation memory. */
+  leaf?: boolean;
+  /** Same number where one storage is saved by several nodes or as several views (counted once in totals). */
   tensor?: number | null;
 }
 
@@ -194,8 +199,8 @@ export function nodeDetails(model: GradGraphModel, id: number, step: number): No
 export function fmtBytes(n: number): string {
   if (n < 1024) return `${n} B`;
   let scaled = n / 1024;
-  for (const unit of ["KB", "MB", "GB"]) {
-    if (scaled < 1024 || unit === "GB") return `${scaled.toFixed(1)} ${unit}`;
+  for (const unit of ["KiB", "MiB", "GiB"]) {
+    if (scaled < 1024 || unit === "GiB") return `${scaled.toFixed(1)} ${unit}`;
     scaled /= 1024;
   }
   return `${n} B`;
