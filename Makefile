@@ -58,6 +58,7 @@ benchmarks: env
 	$(BIN)/python benchmarks/bench_grad_graph.py
 	$(BIN)/python benchmarks/bench_dispatch.py
 	$(BIN)/python benchmarks/bench_allocator.py
+	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_first_paint.py
 
 clean:

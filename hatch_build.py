@@ -14,7 +14,7 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-BUNDLES = ("stride", "dispatch", "gradgraph")
+BUNDLES = ("stride", "dispatch", "gradgraph", "memory")
 
 
 class WidgetBuildHook(BuildHookInterface):

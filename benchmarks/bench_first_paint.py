@@ -108,13 +108,25 @@ def stride_cases() -> list[tuple[str, str, dict[str, Any]]]:
              {"model": stride_diagram(x, x.t()).model, "selection": {}})]
 
 
+def memory_cases() -> list[tuple[str, str, dict[str, Any]]]:
+    """The memory timeline of a synthetic 100,000-event trace (target: first paint ≤ 1.5 s)."""
+    from bench_memory import synthetic_trace
+
+    from torchlens_widgets.memory import load_snapshot
+    from torchlens_widgets.render.memory import memory_model
+
+    model = memory_model(load_snapshot(synthetic_trace(100_000)))
+    return [("memory timeline, 100,000 events", "memory",
+             {"model": model, "panel": {}, "selected_event": None, "hovered_band": None, "x_axis": "event"})]
+
+
 def main() -> None:
     if not Path(CHROMIUM).exists():
         print(f"skipped: {CHROMIUM} is missing (apt-get install -y chromium)")
         return
     from playwright.sync_api import sync_playwright
 
-    cases: list[tuple[str, str, Any]] = stride_cases() + grad_graph_cases() + torchviz_cases()
+    cases: list[tuple[str, str, Any]] = stride_cases() + grad_graph_cases() + torchviz_cases() + memory_cases()
     with tempfile.TemporaryDirectory() as tmp:
         for js in (ROOT / "torchlens_widgets" / "static").glob("*.js"):
             shutil.copy(js, tmp)

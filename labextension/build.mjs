@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const STATIC = join(here, "..", "torchlens_widgets", "static");
-const BUNDLES = ["stride", "dispatch", "gradgraph"];
+const BUNDLES = ["stride", "dispatch", "gradgraph", "memory"];
 const MAX_BYTES = 50 * 1024;
 
 for (const name of BUNDLES) {

@@ -7,6 +7,7 @@ and `torchlens_widgets.course` checks exercises.
 from .autograd import grad_graph, record_backward
 from .dispatch import DispatchTrace, DispatchTraceError, dispatch_trace
 from .layout import Layout, LayoutError, layout, shares_storage, storage_index
+from .memory import load_snapshot, profile_memory
 
 __version__ = "0.1.0"
 
@@ -21,9 +22,13 @@ __all__ = [
     "Layout",
     "LayoutError",
     "layout",
+    "load_snapshot",
+    "MemoryTimelineWidget",
+    "profile_memory",
     "record_backward",
     "shares_storage",
     "show_grad_graph",
+    "show_memory",
     "storage_index",
     "stride_diagram",
     "StrideDiagram",
@@ -32,7 +37,7 @@ __all__ = [
 
 def __getattr__(name: str):  # widgets import anywidget: load them only when asked for
     if name in ("stride_diagram", "StrideDiagram", "dispatch_widget", "DispatchTraceWidget",
-                "show_grad_graph", "GradGraphWidget"):
+                "show_grad_graph", "GradGraphWidget", "show_memory", "MemoryTimelineWidget"):
         from . import widgets
 
         return getattr(widgets, name)

@@ -2,13 +2,16 @@
 
 from .dispatch import DispatchTraceWidget, dispatch_widget
 from .grad_graph import GradGraphWidget, show_grad_graph
+from .memory import MemoryTimelineWidget, show_memory
 from .stride import StrideDiagram, stride_diagram
 
 __all__ = [
     "DispatchTraceWidget",
     "GradGraphWidget",
+    "MemoryTimelineWidget",
     "StrideDiagram",
     "dispatch_widget",
     "show_grad_graph",
+    "show_memory",
     "stride_diagram",
 ]

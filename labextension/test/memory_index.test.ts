@@ -1,0 +1,120 @@
+import { describe, expect, it } from "vitest";
+import widget, { type AnyModel } from "../src/memory/index";
+import { CLICKS, STATE_EVENT, memModel, memState, timeModel } from "./memory_fixture";
+
+class FakeModel implements AnyModel {
+  values: Record<string, unknown>;
+  listeners = new Map<string, Set<() => void>>();
+  saves = 0;
+  sets: [string, unknown][] = [];
+  constructor(values: Record<string, unknown>) {
+    this.values = { model: memModel(), panel: {}, selected_event: null, hovered_band: null, x_axis: "event", ...values };
+  }
+  get(name: string): unknown {
+    return this.values[name];
+  }
+  set(name: string, value: unknown): void {
+    this.sets.push([name, value]);
+    this.fromPython(name, value);
+  }
+  save_changes(): void {
+    this.saves++;
+  }
+  on(event: string, cb: () => void): void {
+    if (!this.listeners.has(event)) this.listeners.set(event, new Set());
+    this.listeners.get(event)!.add(cb);
+  }
+  off(event?: string | null, cb?: (() => void) | null): void {
+    if (event && cb) this.listeners.get(event)?.delete(cb);
+  }
+  fromPython(name: string, value: unknown): void {
+    this.values[name] = value;
+    for (const cb of this.listeners.get(`change:${name}`) ?? []) cb();
+  }
+  count(): number {
+    let n = 0;
+    for (const s of this.listeners.values()) n += s.size;
+    return n;
+  }
+}
+
+function setup(values: Record<string, unknown> = {}) {
+  const m = new FakeModel(values);
+  const el = document.createElement("div");
+  document.body.appendChild(el);
+  const cleanup = widget.render({ model: m, el });
+  return { m, el, cleanup };
+}
+const plotY = () => memModel().plot.y + 50;
+
+describe("memory widget entry", () => {
+  it("draws the timeline and, with a selected event, its state panel and marker", () => {
+    const { el } = setup({ selected_event: STATE_EVENT, panel: memState() });
+    expect(el.querySelectorAll("svg.tlw-mw-timeline g.bd")).toHaveLength(2);
+    const state = el.querySelector("svg.tlw-mw-state")!;
+    expect(state.getAttribute("data-event")).toBe(String(STATE_EVENT));
+    expect(state.querySelectorAll("rect.seg")).toHaveLength(2);
+    const mark = el.querySelector<SVGPathElement>("path.mark")!;
+    expect(mark.style.display).toBe("");
+    expect(mark.getAttribute("d")).toBe(`M${memState().x} ${memModel().plot.y}V${memModel().plot.y + memModel().plot.h}`);
+  });
+
+  it("a click on the timeline selects the nearest event, saves it, and waits for Python's panel", () => {
+    const { m, el } = setup();
+    const svg = el.querySelector("svg.tlw-mw-timeline")!;
+    const [x, ev] = CLICKS[2]!;
+    svg.dispatchEvent(new MouseEvent("click", { bubbles: true, clientX: x, clientY: plotY() }));
+    expect(m.sets).toEqual([["selected_event", ev]]);
+    expect(m.saves).toBe(1);
+    expect(el.querySelector(".tlw-mw-empty")!.textContent).toContain(`event ${ev}`);
+    m.fromPython("panel", { ...memState(), index: ev });
+    expect(el.querySelector("svg.tlw-mw-state")!.getAttribute("data-event")).toBe(String(ev));
+    // the same event again sends nothing
+    svg.dispatchEvent(new MouseEvent("click", { bubbles: true, clientX: x, clientY: plotY() }));
+    expect(m.saves).toBe(1);
+  });
+
+  it("clicks outside the plot's height select nothing", () => {
+    const { m, el } = setup();
+    el.querySelector("svg.tlw-mw-timeline")!.dispatchEvent(new MouseEvent("click", { bubbles: true, clientX: 200, clientY: 2 }));
+    expect(m.sets).toEqual([]);
+  });
+
+  it("hovering a band shows its stack in a tooltip and sets hovered_band", () => {
+    const { m, el } = setup();
+    const rect = el.querySelector('g.bd[data-band="1"] rect')!;
+    rect.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: 300, clientY: 100 }));
+    const tip = el.querySelector<HTMLElement>(".tlw-mw-tip")!;
+    expect(tip.hidden).toBe(false);
+    expect(tip.textContent).toBe(`${memModel().bands[1]!.label}\n${memModel().bands[1]!.stack}`);
+    expect(m.sets).toEqual([["hovered_band", 1]]);
+    rect.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: 301, clientY: 100 }));
+    expect(m.sets).toHaveLength(1); // same band: nothing new to send
+    el.querySelector("svg.tlw-mw-timeline")!.dispatchEvent(new MouseEvent("mouseleave"));
+    expect(tip.hidden).toBe(true);
+    expect(m.sets).toEqual([["hovered_band", 1], ["hovered_band", null]]);
+  });
+
+  it("the axis switch sets x_axis; Python's new model redraws; selection from Python moves the marker", () => {
+    const { m, el } = setup();
+    el.querySelector<HTMLButtonElement>('button[data-axis="time"]')!.click();
+    expect(m.sets).toEqual([["x_axis", "time"]]);
+    m.fromPython("model", timeModel());
+    expect(el.querySelector('button[data-axis="time"]')!.getAttribute("aria-pressed")).toBe("true");
+    expect(el.textContent).toContain("time since the first event");
+    m.fromPython("selected_event", 7);
+    expect(el.querySelector<SVGPathElement>("path.mark")!.style.display).toBe("");
+    expect(m.sets).toHaveLength(1);
+  });
+
+  it("says so on an empty model; the cleanup removes listeners and DOM", () => {
+    const { m, el, cleanup } = setup({ model: {} });
+    expect(el.textContent).toContain("no memory timeline model");
+    m.fromPython("model", memModel());
+    expect(el.querySelectorAll("g.bd")).toHaveLength(2);
+    expect(m.count()).toBe(3);
+    cleanup();
+    expect(m.count()).toBe(0);
+    expect(el.querySelector("svg")).toBeNull();
+  });
+});
