@@ -169,3 +169,28 @@ def test_bad_input_says_what_to_do() -> None:
         memory_model(snap, max_bands=-1)
     with pytest.raises(ValueError, match="width"):
         memory_model(snap, width=100)
+
+
+def test_a_recorded_oom_gets_the_simulators_oom_explanation() -> None:
+    """Found by the notebook 07 author: the OOM's reason used to land on the next alloc."""
+    from torchlens_widgets.allocator import CachingAllocatorSim, replay
+    from torchlens_widgets.render.memory import event_explanations
+
+    mib = 1 << 20
+    sim = CachingAllocatorSim()
+    for s in (100, 110, 120):
+        a = sim.malloc(s * mib)
+        sim.free(a)
+        sim.malloc(2 * mib)
+    capped = replay(sim.trace(), capacity=200 * mib)
+    trace = capped.trace()
+    spans = event_explanations(trace, capped.log)
+    for ev, span in zip(trace, spans):
+        if span is None:
+            continue
+        acts = [capped.log[k].action for k in range(*span)]
+        if ev["action"] == "oom":
+            assert acts[-1] == "oom"
+        else:
+            assert "oom" not in acts, (ev, acts)
+    assert any(ev["action"] == "oom" for ev in trace)

@@ -518,6 +518,15 @@ def event_explanations(trace: Sequence[Mapping[str, Any]], log: Sequence[Any]) -
                 p = q + 1
             else:
                 out.append(None)
+        elif action == "oom":  # a recorded OOM: the simulator's own oom entry, if it hit the same wall
+            q = p
+            while q < m and acts[q][0] in aux and acts[q][0] != "oom":
+                q += 1
+            if q < m and acts[q][0] == "oom":
+                out.append((p, q + 1))
+                p = q + 1
+            else:
+                out.append(None)
         elif action in ("segment_free", "segment_unmap"):
             q = p
             while q < m and acts[q][0] in ("segment_free", "segment_unmap"):
