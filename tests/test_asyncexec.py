@@ -408,3 +408,16 @@ def test_live_cuda_item_shows_as_a_hidden_sync() -> None:  # pragma: no cover - 
     found = find_syncs(step)
     assert any(f.op is not None and "_local_scalar_dense" in f.op for f in found)
     assert torch.cuda.get_sync_debug_mode() == 0
+
+
+def test_sync_warnings_raised_after_the_op_point_at_the_users_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """C++ warnings reach Python when the outer binding returns: the location must come from the warning."""
+    import torchlens_widgets.asyncexec as ae
+
+    monkeypatch.setattr(ae, "SYNC_WARNING", "An output with one or more elements was resized")
+
+    def body(x: torch.Tensor) -> None:
+        torch.add(x, x, out=torch.empty(1))  # the line the finding must point at
+
+    (found,) = ae._record_sync_warnings(body, (torch.ones(3),), {})
+    assert found.stack[-1].endswith(f":{body.__code__.co_firstlineno + 1}")

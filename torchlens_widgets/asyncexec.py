@@ -811,7 +811,10 @@ def _record_sync_warnings(fn: Callable[..., object], args: tuple[Any, ...], kwar
     def sort(caught: list[warnings.WarningMessage], op: str | None) -> None:
         for w in caught:
             if SYNC_WARNING in str(w.message):
-                found.append(SyncFound(op, str(w.message).split("(Triggered internally")[0].strip(), _user_stack()))
+                # C++ warnings surface when the outermost binding returns, often after the aten op: then the
+                # warning's own filename/lineno (the user's line that made the call) is the truthful location.
+                where = _user_stack() if op is not None else (f"{w.filename}:{w.lineno}",)
+                found.append(SyncFound(op, str(w.message).split("(Triggered internally")[0].strip(), where))
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
@@ -835,7 +838,8 @@ def find_syncs(fn: Callable[..., object], *args: Any, **kwargs: Any) -> list[Syn
     """Run ``fn(*args, **kwargs)`` with ``torch.cuda.set_sync_debug_mode("warn")``; list the syncs it made.
 
     Each entry names the aten op that synchronised (e.g. ``aten._local_scalar_dense.default`` for
-    ``.item()``) and the Python stack that called it. The previous debug mode is restored. Torch
+    ``.item()``) when the warning surfaces inside it, else ``op=None``, and where it was called from (the
+    user's line, from the warning itself, when the warning surfaces only after the call returned). The previous debug mode is restored. Torch
     flags most but not all syncs (its docs: not torch.distributed or torch.sparse).
     """
     _require_cuda("find_syncs")
