@@ -5,10 +5,7 @@ Run: .venv/bin/python benchmarks/bench_dispatch.py
 
 from __future__ import annotations
 
-import math
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +13,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import torch
 from models import gpt2_small
+from timing import best_of
 
 from torchlens_widgets import dispatch_trace
-
-
-def best_of(fn: Callable[[], Any], repeat: int = 5) -> float:
-    best = math.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def traced(model: Any, x: Any) -> int:

@@ -8,29 +8,19 @@ Synthetic graphs need no torch; the lens is also timed on GPT-2 small, ResNet-50
 
 from __future__ import annotations
 
-import math
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from models import gpt2_like_graph, random_dag, synthetic_graph
+from timing import best_of
 
 from torchlens_widgets.render.grad_graph import grad_graph_model, grad_graph_svg
 from torchlens_widgets.render.graph_layout import layered_layout
-
-
-def best_of(fn: Callable[[], Any], repeat: int = 3) -> float:
-    best = math.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def layout_only(graph: dict[str, Any]) -> None:
@@ -41,9 +31,9 @@ def layout_only(graph: dict[str, Any]) -> None:
 
 def row(name: str, graph: dict[str, Any], lens_s: float | None = None) -> None:
     n, e = len(graph["nodes"]), len(graph["edges"])
-    lay_s = best_of(lambda: layout_only(graph))
-    full_s = best_of(lambda: grad_graph_model(graph, collapse=False, max_nodes=None))
-    coll_s = best_of(lambda: grad_graph_model(graph, collapse=True, max_nodes=None))
+    lay_s = best_of(lambda: layout_only(graph), repeat=3)
+    full_s = best_of(lambda: grad_graph_model(graph, collapse=False, max_nodes=None), repeat=3)
+    coll_s = best_of(lambda: grad_graph_model(graph, collapse=True, max_nodes=None), repeat=3)
     full_svg = len(grad_graph_svg(grad_graph_model(graph, collapse=False, max_nodes=None)).encode())
     coll = grad_graph_model(graph, collapse=True, max_nodes=None)
     coll_svg = len(grad_graph_svg(coll).encode())
@@ -118,13 +108,13 @@ def lens_rows() -> None:
         model, x = make()
         out = model(x)
         loss = out.float().pow(2).mean()
-        lens_s = best_of(lambda loss=loss, model=model: grad_graph(loss, params=model))
+        lens_s = best_of(lambda loss=loss, model=model: grad_graph(loss, params=model), repeat=3)
         graph = grad_graph(loss, params=model).to_dict()
         row(name, graph, lens_s)
         torchviz_row(name, loss, dict(model.named_parameters()))
     loss, ws = deep_model(1150)
     named = {f"w.{i}": w for i, w in enumerate(ws)}
-    lens_s = best_of(lambda: grad_graph(loss, params=named))
+    lens_s = best_of(lambda: grad_graph(loss, params=named), repeat=3)
     row("deep chain (lens)", grad_graph(loss, params=named).to_dict(), lens_s)
     torchviz_row("deep chain", loss, named)
 
@@ -137,7 +127,7 @@ def main() -> None:
     row("synthetic 4,500", synthetic_graph(4500))
     n = 4500
     edges = random_dag(n)
-    t = best_of(lambda: layered_layout(n, edges))
+    t = best_of(lambda: layered_layout(n, edges), repeat=3)
     print(f"{'random DAG 4,500':<22} {n:>6,} {len(edges):>6,} {'-':>9} {t * 1e3:10.1f}  (layout only)")
     lens_rows()
 

@@ -16,14 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_stride_in_jupyterlab import (
-    JS_ALL_EXECUTED,
-    JS_ERRORS,
-    JS_RUN,
-    append_and_run,
-    screenshot_on_failure,
-    wait_kernel_idle,
-)
+from .lab import append_and_run, open_and_run_all, screenshot_on_failure
 
 pytestmark = pytest.mark.browser
 
@@ -82,13 +75,7 @@ def test_grad_graph_widget_click_and_step_sync_with_python(page, lab, request):
 
     t0 = time.monotonic()
     with screenshot_on_failure(page, lab, request.node.name):
-        page.goto(lab.lab_url(), wait_until="domcontentloaded", timeout=60_000)
-        page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=60_000)
-        page.wait_for_function("() => !!window.jupyterapp", timeout=30_000)
-        wait_kernel_idle(page)
-        page.evaluate(JS_RUN, ["notebook:run-all-cells", 90_000])
-        page.wait_for_function(JS_ALL_EXECUTED, timeout=60_000, polling=200)
-        assert not page.evaluate(JS_ERRORS), f"notebook cells raised: {page.evaluate(JS_ERRORS)}"
+        open_and_run_all(page, lab, 90_000, 60_000)
 
         # The widget's own view (not the static SVG fallback), one node group per graph node.
         view = page.locator(VIEW)
