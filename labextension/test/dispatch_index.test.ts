@@ -1,47 +1,10 @@
 import { describe, expect, it } from "vitest";
-import widget, { type AnyModel } from "../src/dispatch/index";
-import type { Filters } from "../src/dispatch/model";
+import widget from "../src/dispatch/index";
 import { dispatchModel } from "./dispatch_fixture";
-
-/** Backbone-like stand-in for anywidget's model: set() fires change:<name> at once, as in the browser. */
-class FakeModel implements AnyModel {
-  values: Record<string, unknown>;
-  listeners = new Map<string, Set<() => void>>();
-  saves = 0;
-  sets: [string, unknown][] = [];
-  constructor(model: unknown, filters: unknown = {}, collapsed: unknown = []) {
-    this.values = { model, filters, collapsed };
-  }
-  get(name: string): unknown {
-    return this.values[name];
-  }
-  set(name: "filters" | "collapsed", value: Filters | string[]): void {
-    this.sets.push([name, value]);
-    this.fromPython(name, value);
-  }
-  save_changes(): void {
-    this.saves++;
-  }
-  on(event: string, cb: () => void): void {
-    if (!this.listeners.has(event)) this.listeners.set(event, new Set());
-    this.listeners.get(event)!.add(cb);
-  }
-  off(event?: string | null, cb?: (() => void) | null): void {
-    if (event && cb) this.listeners.get(event)?.delete(cb);
-  }
-  fromPython(name: string, value: unknown): void {
-    this.values[name] = value;
-    for (const cb of this.listeners.get(`change:${name}`) ?? []) cb();
-  }
-  count(): number {
-    let n = 0;
-    for (const s of this.listeners.values()) n += s.size;
-    return n;
-  }
-}
+import { FakeModel } from "./fake_model";
 
 function setup(model: unknown = dispatchModel(), filters: unknown = {}, collapsed: unknown = []) {
-  const m = new FakeModel(model, filters, collapsed);
+  const m = new FakeModel({ model, filters, collapsed });
   const el = document.createElement("div");
   const cleanup = widget.render({ model: m, el });
   return { m, el, cleanup };

@@ -1,47 +1,10 @@
 import { describe, expect, it } from "vitest";
-import widget, { type AnyModel } from "../src/gradgraph/index";
+import widget from "../src/gradgraph/index";
 import { N, RELU_STEP, focusedModel, gradModel } from "./gradgraph_fixture";
-
-/** Backbone-like stand-in for anywidget's model: set() fires change:<name> at once, as in the browser. */
-class FakeModel implements AnyModel {
-  values: Record<string, unknown>;
-  listeners = new Map<string, Set<() => void>>();
-  saves = 0;
-  sets: [string, unknown][] = [];
-  constructor(values: Record<string, unknown>) {
-    this.values = { model: gradModel(), selected: null, step: -1, focus: null, hops: 2, ...values };
-  }
-  get(name: string): unknown {
-    return this.values[name];
-  }
-  set(name: string, value: unknown): void {
-    this.sets.push([name, value]);
-    this.fromPython(name, value);
-  }
-  save_changes(): void {
-    this.saves++;
-  }
-  on(event: string, cb: () => void): void {
-    if (!this.listeners.has(event)) this.listeners.set(event, new Set());
-    this.listeners.get(event)!.add(cb);
-  }
-  off(event?: string | null, cb?: (() => void) | null): void {
-    if (event && cb) this.listeners.get(event)?.delete(cb);
-  }
-  /** A trait change arriving from the kernel. */
-  fromPython(name: string, value: unknown): void {
-    this.values[name] = value;
-    for (const cb of this.listeners.get(`change:${name}`) ?? []) cb();
-  }
-  count(): number {
-    let n = 0;
-    for (const s of this.listeners.values()) n += s.size;
-    return n;
-  }
-}
+import { FakeModel } from "./fake_model";
 
 function setup(values: Record<string, unknown> = {}) {
-  const m = new FakeModel(values);
+  const m = new FakeModel({ model: gradModel(), selected: null, step: -1, focus: null, hops: 2, ...values });
   const el = document.createElement("div");
   document.body.appendChild(el);
   const cleanup = widget.render({ model: m, el });

@@ -1,51 +1,14 @@
 import { describe, expect, it } from "vitest";
-import widget, { type AnyModel } from "../src/stride/index";
-import type { StrideModel, StrideSelection } from "../src/stride/model";
+import widget from "../src/stride/index";
+import type { StrideModel } from "../src/stride/model";
 import { T, fixtureModel } from "./fixture";
-
-/** Backbone-like stand-in for anywidget's model: set() fires change:<name> at once, as in the browser. */
-class FakeModel implements AnyModel {
-  values: Record<string, unknown>;
-  listeners = new Map<string, Set<() => void>>();
-  saves = 0;
-  sets: StrideSelection[] = [];
-  constructor(model: unknown, selection: unknown = {}) {
-    this.values = { model, selection };
-  }
-  get(name: string): unknown {
-    return this.values[name];
-  }
-  set(name: "selection", value: StrideSelection): void {
-    this.sets.push(value);
-    this.fromPython(name, value);
-  }
-  save_changes(): void {
-    this.saves++;
-  }
-  on(event: string, cb: () => void): void {
-    if (!this.listeners.has(event)) this.listeners.set(event, new Set());
-    this.listeners.get(event)!.add(cb);
-  }
-  off(event?: string | null, cb?: (() => void) | null): void {
-    if (event && cb) this.listeners.get(event)?.delete(cb);
-  }
-  /** A trait change arriving from the kernel. */
-  fromPython(name: string, value: unknown): void {
-    this.values[name] = value;
-    for (const cb of this.listeners.get(`change:${name}`) ?? []) cb();
-  }
-  count(): number {
-    let n = 0;
-    for (const s of this.listeners.values()) n += s.size;
-    return n;
-  }
-}
+import { FakeModel } from "./fake_model";
 
 const selectedIds = (el: HTMLElement) =>
   Array.from(el.querySelectorAll(".tlw-selected")).map((g) => g.getAttribute("data-e") ?? `cell ${g.getAttribute("data-cell")}`).sort();
 
 function setup(model: unknown = fixtureModel(), selection: unknown = {}) {
-  const m = new FakeModel(model, selection);
+  const m = new FakeModel({ model, selection });
   const el = document.createElement("div");
   const cleanup = widget.render({ model: m, el });
   return { m, el, cleanup };
@@ -63,12 +26,12 @@ describe("anywidget entry", () => {
     const { m, el } = setup();
     const g = el.querySelector(`.tlw-element[data-tensor="${T.ex}"][data-e="0"]`)!;
     g.dispatchEvent(new MouseEvent("click", { bubbles: true }));
-    expect(m.sets).toEqual([{ storage: "S1", cell: 0, elements: [[T.row, 0], [T.ex, 0], [T.ex, 3]] }]);
-    expect(m.get("selection")).toEqual(m.sets[0]);
+    expect(m.sets).toEqual([["selection", { storage: "S1", cell: 0, elements: [[T.row, 0], [T.ex, 0], [T.ex, 3]] }]]);
+    expect(m.get("selection")).toEqual(m.sets[0]![1]);
     expect(m.saves).toBe(1);
     expect(el.querySelectorAll(".tlw-selected")).toHaveLength(4);
     g.dispatchEvent(new MouseEvent("click", { bubbles: true }));
-    expect(m.sets[1]).toEqual({});
+    expect(m.sets[1]).toEqual(["selection", {}]);
     expect(m.saves).toBe(2);
     expect(el.querySelectorAll(".tlw-selected")).toHaveLength(0);
   });

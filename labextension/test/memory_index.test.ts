@@ -1,45 +1,10 @@
 import { describe, expect, it } from "vitest";
-import widget, { type AnyModel } from "../src/memory/index";
+import widget from "../src/memory/index";
 import { CLICKS, STATE_EVENT, memModel, memState, timeModel } from "./memory_fixture";
-
-class FakeModel implements AnyModel {
-  values: Record<string, unknown>;
-  listeners = new Map<string, Set<() => void>>();
-  saves = 0;
-  sets: [string, unknown][] = [];
-  constructor(values: Record<string, unknown>) {
-    this.values = { model: memModel(), panel: {}, selected_event: null, hovered_band: null, x_axis: "event", ...values };
-  }
-  get(name: string): unknown {
-    return this.values[name];
-  }
-  set(name: string, value: unknown): void {
-    this.sets.push([name, value]);
-    this.fromPython(name, value);
-  }
-  save_changes(): void {
-    this.saves++;
-  }
-  on(event: string, cb: () => void): void {
-    if (!this.listeners.has(event)) this.listeners.set(event, new Set());
-    this.listeners.get(event)!.add(cb);
-  }
-  off(event?: string | null, cb?: (() => void) | null): void {
-    if (event && cb) this.listeners.get(event)?.delete(cb);
-  }
-  fromPython(name: string, value: unknown): void {
-    this.values[name] = value;
-    for (const cb of this.listeners.get(`change:${name}`) ?? []) cb();
-  }
-  count(): number {
-    let n = 0;
-    for (const s of this.listeners.values()) n += s.size;
-    return n;
-  }
-}
+import { FakeModel } from "./fake_model";
 
 function setup(values: Record<string, unknown> = {}) {
-  const m = new FakeModel(values);
+  const m = new FakeModel({ model: memModel(), panel: {}, selected_event: null, hovered_band: null, x_axis: "event", ...values });
   const el = document.createElement("div");
   document.body.appendChild(el);
   const cleanup = widget.render({ model: m, el });

@@ -6,24 +6,15 @@
  * answers a focus change with a new `model`. Values set from Python are shown without echoing back.
  */
 
+import { commit, mountView, type AnyModel as Model } from "../common/anywidget";
 import { isGradGraphModel } from "./model";
 import { renderGradGraph, type GradGraphView } from "./view";
 
 export { nodeDetails, stepState } from "./model";
 export { renderGradGraph } from "./view";
 
-type Callback = () => void;
-type Trait = "model" | "selected" | "step" | "focus" | "hops";
-
-/** The part of anywidget's model API this widget uses (typed here to keep the bundle dependency-free). */
-export interface AnyModel {
-  get(name: Trait): unknown;
-  set(name: "selected" | "focus", value: number | null): void;
-  set(name: "step" | "hops", value: number): void;
-  save_changes(): void;
-  on(event: string, callback: Callback): void;
-  off(event?: string | null, callback?: Callback | null): void;
-}
+/** The part of anywidget's model API this widget uses. */
+export type AnyModel = Model<{ model: unknown; selected: number | null; step: number; focus: number | null; hops: number }>;
 
 export interface RenderProps {
   model: AnyModel;
@@ -33,55 +24,28 @@ export interface RenderProps {
 const asId = (v: unknown): number | null => (typeof v === "number" && Number.isInteger(v) ? v : null);
 
 export function render({ model, el }: RenderProps): () => void {
-  el.classList.add("tlw-gradgraph-widget");
-  let view: GradGraphView | null = null;
-
-  const draw = () => {
-    view?.destroy();
-    view = null;
-    el.replaceChildren();
-    const m = model.get("model");
-    if (!isGradGraphModel(m)) {
-      el.textContent = "GradGraphWidget: no grad_fn graph model to draw";
-      return;
-    }
-    view = renderGradGraph(el, m, {
-      selected: asId(model.get("selected")),
-      step: asId(model.get("step")) ?? -1,
-      focus: asId(model.get("focus")),
-      hops: asId(model.get("hops")) ?? 2,
-      onSelect(id) {
-        model.set("selected", id);
-        model.save_changes();
-      },
-      onStep(k) {
-        model.set("step", k);
-        model.save_changes();
-      },
-      onFocus(focus, hops) {
-        model.set("hops", hops);
-        model.set("focus", focus);
-        model.save_changes();
-      },
-    });
-  };
-  const onSelected = () => view?.setSelected(asId(model.get("selected")));
-  const onStep = () => view?.setStep(asId(model.get("step")) ?? -1);
-  const onFocus = () => view?.setFocus(asId(model.get("focus")), asId(model.get("hops")));
-  const handlers: [string, Callback][] = [
-    ["change:model", draw],
-    ["change:selected", onSelected],
-    ["change:step", onStep],
-    ["change:focus", onFocus],
-    ["change:hops", onFocus],
-  ];
-  for (const [ev, cb] of handlers) model.on(ev, cb);
-  draw();
-  return () => {
-    for (const [ev, cb] of handlers) model.off(ev, cb);
-    view?.destroy();
-    view = null;
-  };
+  const onFocus = (view: GradGraphView) => view.setFocus(asId(model.get("focus")), asId(model.get("hops")));
+  return mountView(model, el, {
+    className: "tlw-gradgraph-widget",
+    isModel: isGradGraphModel,
+    empty: "GradGraphWidget: no grad_fn graph model to draw",
+    create: (m) =>
+      renderGradGraph(el, m, {
+        selected: asId(model.get("selected")),
+        step: asId(model.get("step")) ?? -1,
+        focus: asId(model.get("focus")),
+        hops: asId(model.get("hops")) ?? 2,
+        onSelect: (selected) => commit(model, { selected }),
+        onStep: (step) => commit(model, { step }),
+        onFocus: (focus, hops) => commit(model, { hops, focus }),
+      }),
+    update: {
+      selected: (view) => view.setSelected(asId(model.get("selected"))),
+      step: (view) => view.setStep(asId(model.get("step")) ?? -1),
+      focus: (view) => onFocus(view),
+      hops: (view) => onFocus(view),
+    },
+  });
 }
 
 export default { render };

@@ -6,8 +6,10 @@
  */
 
 import { fmtBytes, stepState, type GradGraphModel, type GradNode } from "./model";
+import { el, num, svgRoot } from "../common/svg";
 
-export const SVG_NS = "http://www.w3.org/2000/svg";
+export { el, num, SVG_NS } from "../common/svg";
+
 const MARGIN = 16;
 const CHAR_W = 6.7;
 
@@ -49,30 +51,6 @@ const LIVE_STYLE =
   ".tlw-grad g.tlw-gselected rect{stroke:#d62728;stroke-width:3.5}" +
   ".tlw-grad g.tlw-gnode:hover rect{stroke:#222;stroke-width:2}";
 
-/** Python's `_n`: one decimal (round half to even on exact ties, as Python's format does), no ".0". */
-export function num(v: number): string {
-  const a = Math.abs(v);
-  let s: string;
-  if (Number.isInteger(a * 4) && !Number.isInteger(a * 2)) {
-    const tenths = a % 1 === 0.25 ? Math.floor(a * 10) : Math.ceil(a * 10); // x.25 -> x.2, x.75 -> x.8
-    s = `${Math.floor(tenths / 10)}.${tenths % 10}`;
-  } else {
-    s = a.toFixed(1);
-  }
-  if (v < 0 && s !== "0.0") s = `-${s}`;
-  return s.endsWith(".0") ? s.slice(0, -2) : s;
-}
-
-type Attrs = Record<string, string | number>;
-
-export function el<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Attrs, parent: Element, text?: string): SVGElementTagNameMap[K] {
-  const node = parent.ownerDocument.createElementNS(SVG_NS, tag);
-  for (const k in attrs) node.setAttribute(k, String(attrs[k]));
-  if (text !== undefined) node.textContent = text;
-  parent.appendChild(node);
-  return node;
-}
-
 /** Python's svg width/height: the model's, widened for long notes. */
 export function svgSize(model: GradGraphModel): { w: number; h: number } {
   const longest = model.notes.reduce((m, n) => Math.max(m, Array.from(n).length), 0);
@@ -93,10 +71,7 @@ function nodeTitle(nd: GradNode): string {
 /** Draw the model into a new <svg class="tlw-grad"> (viewBox = the whole picture, as in Python). */
 export function drawGraph(doc: Document, model: GradGraphModel): SVGSVGElement {
   const { w, h } = svgSize(model);
-  const root = doc.createElementNS(SVG_NS, "svg");
-  const attrs: Attrs = { viewBox: `0 0 ${num(w)} ${num(h)}`, class: CLASS.root, "font-family": "monospace", "font-size": 11 };
-  for (const k in attrs) root.setAttribute(k, String(attrs[k]));
-  el("style", {}, root, PY_STYLE + LIVE_STYLE);
+  const root = svgRoot(doc, w, h, CLASS.root, PY_STYLE + LIVE_STYLE);
   const defs = el("defs", {}, root);
   const marker = el("marker", { id: "tlw-grad-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" }, defs);
   el("path", { d: "M0,0L8,4L0,8z", fill: "#999" }, marker);

@@ -4,8 +4,10 @@
  */
 
 import type { MemoryModel, MemoryState } from "./model";
+import { el, num, svgRoot as newSvgRoot } from "../common/svg";
 
-export const SVG_NS = "http://www.w3.org/2000/svg";
+export { el, num, SVG_NS } from "../common/svg";
+
 const AXIS_H = 30;
 const NOTE_H = 14;
 const ROW_H = 14;
@@ -25,36 +27,8 @@ export const PY_STYLE =
   ".tlw-mem .seg{fill:none;stroke:#888;stroke-width:1}.tlw-mem .lbl{font-size:10px;text-anchor:end}" +
   ".tlw-mem .expl{font-size:11px}";
 
-/** Python's `_n`: one decimal (half-even on exact ties, as Python's format does), no ".0". */
-export function num(v: number): string {
-  const a = Math.abs(v);
-  let s: string;
-  if (Number.isInteger(a * 4) && !Number.isInteger(a * 2)) {
-    const tenths = a % 1 === 0.25 ? Math.floor(a * 10) : Math.ceil(a * 10);
-    s = `${Math.floor(tenths / 10)}.${tenths % 10}`;
-  } else {
-    s = a.toFixed(1);
-  }
-  if (v < 0 && s !== "0.0") s = `-${s}`;
-  return s.endsWith(".0") ? s.slice(0, -2) : s;
-}
-
-type Attrs = Record<string, string | number>;
-
-export function el<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Attrs, parent: Element, text?: string): SVGElementTagNameMap[K] {
-  const node = parent.ownerDocument.createElementNS(SVG_NS, tag);
-  for (const k in attrs) node.setAttribute(k, String(attrs[k]));
-  if (text !== undefined) node.textContent = text;
-  parent.appendChild(node);
-  return node;
-}
-
 export function svgRoot(doc: Document, w: number, h: number): SVGSVGElement {
-  const root = doc.createElementNS(SVG_NS, "svg");
-  const attrs: Attrs = { viewBox: `0 0 ${num(w)} ${num(h)}`, class: "tlw-mem", "font-family": "monospace", "font-size": 11 };
-  for (const k in attrs) root.setAttribute(k, String(attrs[k]));
-  el("style", {}, root, PY_STYLE);
-  return root;
+  return newSvgRoot(doc, w, h, "tlw-mem", PY_STYLE);
 }
 
 /** The timeline's elements, appended to `parent` in Python's order. */

@@ -10,9 +10,9 @@
  * every group with data-storage="S0" and data-cell="3".
  */
 
+import { el as svg, SVG_NS } from "../common/svg";
 import { isCellSelection, selectCell, type StrideModel, type StrideSelection, type StrideTensor } from "./model";
 
-const SVG_NS = "http://www.w3.org/2000/svg";
 const PAD = 12; // Python's PAD: the x of the notes
 const GROUP = ".tlw-cell,.tlw-element";
 
@@ -46,21 +46,6 @@ export interface StrideView {
   setSelection(selection: StrideSelection | null | undefined): void;
   /** Remove listeners and the SVG. */
   destroy(): void;
-}
-
-type Attrs = Record<string, string | number>;
-
-function svg<K extends keyof SVGElementTagNameMap>(
-  tag: K,
-  attrs: Attrs,
-  parent: Element,
-  text?: string,
-): SVGElementTagNameMap[K] {
-  const node = parent.ownerDocument.createElementNS(SVG_NS, tag);
-  for (const k in attrs) node.setAttribute(k, String(attrs[k]));
-  if (text !== undefined) node.textContent = text;
-  parent.appendChild(node);
-  return node;
 }
 
 /** Python's `value[:5]` (by code point). */
