@@ -428,19 +428,7 @@ def _one_saved(
     if raw.unpack_hook is not None:  # saved_tensors_hooks: what is held is whatever the pack hook returned
         packed = raw.data
         if isinstance(packed, torch.Tensor):  # identified by its storage, like an unpacked saved tensor
-            key, storage_nbytes = _storage(packed)
-            return SavedTensorInfo(
-                name=name,
-                shape=tuple(packed.shape),
-                dtype=str(packed.dtype),
-                nbytes=packed.numel() * packed.element_size(),
-                freed=False,
-                alias=None,
-                packed=True,
-                storage_nbytes=storage_nbytes,
-                leaf=key in leaf_storages,
-                key=key,
-            )
+            return _saved_tensor(name, packed, None, leaf_storages, packed=True)
         held = _tensors_in(packed)  # anything else: the bytes of the tensors inside, counted per slot
         one = held[0] if len(held) == 1 else None
         nbytes = sum(t.numel() * t.element_size() for t in held)
@@ -462,14 +450,22 @@ def _one_saved(
         except RuntimeError:
             return _freed(fn, name, kind)
         return None  # pragma: no cover - data None but unpack gave a tensor: nothing to describe
-    key, storage_nbytes = _storage(data)
+    return _saved_tensor(name, data, _alias(fn, name, data, kind, unpack), leaf_storages)
+
+
+def _saved_tensor(
+    name: str, t: torch.Tensor, alias: Alias | None, leaf_storages: set[tuple[Any, ...]], packed: bool = False
+) -> SavedTensorInfo:
+    """A live saved tensor, identified by its storage (shared with a leaf: not activation memory)."""
+    key, storage_nbytes = _storage(t)
     return SavedTensorInfo(
         name=name,
-        shape=tuple(data.shape),
-        dtype=str(data.dtype),
-        nbytes=data.numel() * data.element_size(),
+        shape=tuple(t.shape),
+        dtype=str(t.dtype),
+        nbytes=t.numel() * t.element_size(),
         freed=False,
-        alias=_alias(fn, name, data, kind, unpack),
+        alias=alias,
+        packed=packed,
         storage_nbytes=storage_nbytes,
         leaf=key in leaf_storages,
         key=key,
