@@ -2,7 +2,9 @@
 
 Hidden copies (`reshape` of a non-viewable tensor, `.contiguous()`, dtype casts, `expand(...)
 .contiguous()`) all reach the dispatcher as `clone`, `_to_copy` or `copy_`; a dispatch mode
-sees them even when the Python code never says "copy".
+sees them even when the Python code never says "copy". Copies a kernel makes from C++ (softmax on a
+transposed input, a mixed-format convolution) pass below a dispatch mode; :func:`kernel_copies`
+finds those with the profiler, which records every aten call, nested ones included.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-__all__ = ["COPY_OPS", "CopyEvent", "CopyReport", "record_copies", "count_copies"]
+__all__ = ["COPY_OPS", "CopyEvent", "CopyReport", "count_copies", "kernel_copies", "record_copies"]
 
 #: aten overload packets whose job is to materialise data in new (or other) memory.
 COPY_OPS = frozenset({"aten::clone", "aten::_to_copy", "aten::copy_"})
@@ -37,6 +39,8 @@ class CopyReport:
 
     ops: list[str] = field(default_factory=list)
     copies: list[CopyEvent] = field(default_factory=list)
+    #: every copy seen by the profiler, inside kernels too (filled by the checks' copy_count)
+    kernel_level: list[str] = field(default_factory=list)
 
     @property
     def count(self) -> int:
@@ -93,3 +97,34 @@ def count_copies(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CopyRepor
     with record_copies() as report:
         fn(*args, **kwargs)
     return report
+
+
+def kernel_copies(fn: Callable[..., Any], *args: Any, include_scalars: bool = False, **kwargs: Any) -> list[str]:
+    """Every copy `fn(*args)` made, inside kernels too, as ``"outer op > ... > copying op  [shape]"``.
+
+    Uses the legacy autograd profiler (it sees nested aten calls and, unlike the Kineto profiler,
+    prints nothing). A copy op running inside another (the ``copy_`` of a ``clone``) is not counted
+    twice, and 0-d copies (Python numbers that ops such as ``x * 0.5`` wrap into tensors) only with
+    ``include_scalars=True``.
+    """
+    from torch.autograd.profiler_legacy import profile as legacy_profile
+
+    if not callable(fn):
+        raise TypeError(f"kernel_copies needs a function to call, got {type(fn).__name__}")
+    with legacy_profile(record_shapes=True) as prof:
+        fn(*args, **kwargs)
+    found = []
+    for ev in prof.function_events:
+        if ev.name not in COPY_OPS:
+            continue
+        chain, parent = [ev.name], ev.cpu_parent
+        while parent is not None:
+            chain.append(parent.name)
+            parent = parent.cpu_parent
+        if any(name in COPY_OPS for name in chain[1:]):
+            continue  # the copy_ inside a clone (or a copy re-dispatched by a mode) is that same copy
+        shape = list(ev.input_shapes[0]) if ev.input_shapes and ev.input_shapes[0] else []
+        if not shape and not include_scalars:
+            continue  # a 0-d copy: almost always a Python number wrapped into a tensor (x * 0.5)
+        found.append(" > ".join(reversed(chain)) + f"  {shape}")
+    return found

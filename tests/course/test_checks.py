@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import linecache
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from torchlens_widgets.course import CheckFailed, check, strict_mismatch
+from torchlens_widgets.course.checks import _FAILURES, REVEAL_AFTER
+from torchlens_widgets.course.markers import HIDDEN_PLACEHOLDER, STUB_MESSAGE
+from torchlens_widgets.layout import Layout, layout
 
 
 class AlwaysEqual:
@@ -52,26 +58,26 @@ def progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_pass_records_progress(progress: Path) -> None:
-    with check("99.demo", points=2) as c:
+    with check("99-demo", points=2) as c:
         c.equal((1, 4), (1, 4))
     data = json.loads(progress.read_text())
-    assert data["checks"]["99.demo"]["points"] == 2
+    assert data["checks"]["99-demo"]["points"] == 2
 
 
 def test_failure_raises_and_records_nothing(progress: Path) -> None:
     with pytest.raises(CheckFailed, match=r"stride of x.t\(\)\[1\]: expected 4, got 3"):
-        with check("99.fail") as c:
+        with check("99-fail") as c:
             c.equal((1, 3), (1, 4), what="stride of x.t()")
-    assert not progress.exists() or "99.fail" not in progress.read_text()
+    assert not progress.exists() or "99-fail" not in progress.read_text()
 
 
 @pytest.mark.parametrize("fake", [AlwaysEqual(), LyingTuple((9, 9)), LyingInt(7), [AlwaysEqual(), AlwaysEqual()]])
 def test_tampered_eq_cannot_pass(fake: object, progress: Path) -> None:
     with pytest.raises(CheckFailed):
-        with check("99.fake") as c:
+        with check("99-fake") as c:
             c.equal(fake, (1, 4))
     with pytest.raises(CheckFailed):
-        with check("99.fake-int") as c:
+        with check("99-fake-int") as c:
             c.equal(fake, 3)
 
 
@@ -79,7 +85,7 @@ def test_tensor_subclass_cannot_fake_its_layout(progress: Path) -> None:
     x = torch.arange(12.0).reshape(3, 4)
     liar = x.clone().as_subclass(LyingTensor)
     with pytest.raises(CheckFailed, match="plain torch.Tensor"):
-        with check("99.liar") as c:
+        with check("99-liar") as c:
             c.same_layout(liar, x.t())
 
 
@@ -102,51 +108,280 @@ def test_strict_mismatch_types() -> None:
 def test_same_layout_feedback_names_the_difference(progress: Path) -> None:
     x = torch.arange(12.0).reshape(3, 4)
     with pytest.raises(CheckFailed, match=r"stride: expected \[1, 4\], got \[3, 1\]"):
-        with check("99.layout") as c:
+        with check("99-layout") as c:
             c.same_layout(x.t().contiguous(), x.t())
-    with check("99.layout-ok") as c:
+    with check("99-layout-ok") as c:
         c.same_layout(torch.as_strided(x, (4, 3), (1, 4)), x.t())
 
 
 def test_view_and_storage_checks(progress: Path) -> None:
     x = torch.arange(6.0)
-    with check("99.view") as c:
+    with check("99-view") as c:
         c.is_view_of(x[::2], x)
         c.shares_storage(x, x.clone(), expected=False)
     with pytest.raises(CheckFailed, match="a copy was made"):
-        with check("99.view-bad") as c:
+        with check("99-view-bad") as c:
             c.is_view_of(x[::2].clone(), x)
 
 
 def test_copy_count(progress: Path) -> None:
     x = torch.randn(8, 8)
-    with check("99.copies") as c:
+    with check("99-copies") as c:
         c.copy_count(lambda t: t.reshape(64), x, expected=0)
     with pytest.raises(CheckFailed, match="made 1 data copies, expected 0"):
-        with check("99.copies-bad") as c:
+        with check("99-copies-bad") as c:
             c.copy_count(lambda t: t.t().reshape(64), x, expected=0)
+    assert _FAILURES["99-copies-bad"] >= 1
 
 
-def test_stub_and_crash_become_check_failures(progress: Path) -> None:
+def test_stub_missing_name_and_own_errors(progress: Path) -> None:
     def stub() -> None:
-        raise NotImplementedError()
+        raise NotImplementedError(STUB_MESSAGE)
 
-    with pytest.raises(CheckFailed, match=r"not done yet \(NotImplementedError\)\. Write") as info:
-        with check("99.stub") as c:
+    with pytest.raises(CheckFailed, match=r"not done yet: your answer still raises NotImplementedError"):
+        with check("99-stub") as c:
             c.equal(stub(), 1)
-    assert isinstance(info.value.__cause__, NotImplementedError)
-    with pytest.raises(CheckFailed, match=r"not done yet \(NameError: name 'undefined_answer'"):
-        with check("99.missing") as c:
+    # a name the test cell itself asks for is "not done yet"...
+    with pytest.raises(CheckFailed, match=r"not done yet: 'undefined_answer' is not defined"):
+        with check("99-missing") as c:
             c.equal(undefined_answer, 1)  # type: ignore[name-defined]  # noqa: F821
-    with pytest.raises(CheckFailed, match="raised ZeroDivisionError"):
-        with check("99.crash") as c:
-            c.equal(1 // 0, 1)
+
+    # ...a NameError inside the learner's own function is theirs to see, with its traceback
+    answer_cell: dict[str, Any] = {}
+    exec(compile("def buggy():\n    return typo_in_my_code\n", "<answer-cell>", "exec"), answer_cell)
+    buggy = answer_cell["buggy"]
+
+    with pytest.raises(NameError, match="typo_in_my_code"):
+        with check("99-own-name-error") as c:
+            c.equal(buggy(), 1)
+    answer_cell = {}
+    exec(compile("def crash():\n    return 1 // 0\n", "<answer-cell-2>", "exec"), answer_cell)
+    with pytest.raises(ZeroDivisionError):
+        with check("99-crash") as c:
+            c.equal(answer_cell["crash"](), 1)
+    # an answer of the wrong kind that makes the test's own code fail is the check's failure, not a crash
+    with pytest.raises(CheckFailed, match=r"could not use your answer \(TypeError"):
+        with check("99-unusable") as c:
+            answer = None
+            c.equal(answer[0], 1)  # type: ignore[index]
+
+
+def test_check_failed_renders_one_line_instead_of_a_traceback(progress: Path) -> None:
+    with pytest.raises(CheckFailed) as info:
+        with check("99-render") as c:
+            c.equal(3, 4, what="answer", hint="think")
+    assert info.value._render_traceback_() == ["CheckFailed: answer: expected 4, got 3"]
+
+
+def test_hints_come_in_tiers(progress: Path) -> None:
+    tiers = ["look at the strides", "a transpose swaps strides", "x.t() has stride (1, 4)"]
+    messages = []
+    for _ in range(4):
+        with pytest.raises(CheckFailed) as info:
+            with check("99-tiers") as c:
+                c.equal((4, 1), (1, 4), what="stride", hint=tiers)
+        messages.append(str(info.value))
+    assert "Hint: look at the strides" in messages[0] and "adds to the hint" in messages[0]
+    assert "a transpose swaps" not in messages[0]
+    assert "Hint: a transpose swaps strides" in messages[1]
+    assert "Hint: x.t() has stride (1, 4)" in messages[2] and "adds to the hint" not in messages[2]
+    assert "Hint: x.t() has stride (1, 4)" in messages[3]
+
+
+def test_secret_expected_values_are_revealed_only_after_repeated_failures(progress: Path) -> None:
+    messages = []
+    for _ in range(REVEAL_AFTER):
+        with pytest.raises(CheckFailed) as info:
+            with check("99-secret") as c:
+                c.equal(6, 7, what="PREDICTED_OPS", secret=True)
+        messages.append(str(info.value))
+    assert "got 6, which is not right" in messages[0] and "expected 7" not in messages[0]
+    assert "expected 7" not in messages[REVEAL_AFTER - 2]
+    assert "expected 7, got 6" in messages[-1]
+
+
+def test_visible_only_scope_is_recorded_when_the_hidden_tests_were_taken_out(progress: Path) -> None:
+    for name, marker, scope in (("<student-cell>", HIDDEN_PLACEHOLDER, "visible"), ("<source-cell>", "", "full")):
+        gid = f"99-scope-{scope}"
+        src = f"with check({gid!r}, points=2) as c:\n    c.equal(1, 1)\n    {marker}\n"
+        linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+        exec(compile(src, name, "exec"), {"check": check})
+        assert json.loads(progress.read_text())["checks"][gid]["scope"] == scope
+
+
+# -- integrity: the learner's process cannot patch the checker ---------------------------------------
+
+
+class _LyingFunctionMode(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func in (torch.equal, torch.Tensor.stride):
+            return True if func is torch.equal else (1, 4)
+        return func(*args, **(kwargs or {}))
+
+
+class _LyingDispatchMode(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        if func is torch.ops.aten.equal.default:
+            return True
+        return func(*args, **(kwargs or {}))
+
+
+def _patch_equal() -> None:
+    torch.equal = lambda *a, **k: True  # type: ignore[assignment]
+
+
+def _patch_stride() -> None:
+    torch.Tensor.stride = lambda self, *a: (1, 4)  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize(
+    "attack, found",
+    [
+        (_patch_equal, "torch.equal was replaced"),
+        (_patch_stride, "torch.Tensor.stride was replaced"),
+        (lambda: _LyingFunctionMode().__enter__(), "a mode was left entered (_LyingFunctionMode)"),
+        (lambda: _LyingDispatchMode().__enter__(), "a mode was left entered (_LyingDispatchMode)"),
+        (lambda: torch.set_grad_enabled(False), "grad mode was left off"),
+        (lambda: torch.set_default_dtype(torch.float64), "default dtype was changed"),
+    ],
+)
+def test_a_patched_torch_or_a_mode_left_on_fails_clearly_and_is_repaired(attack, found, progress: Path) -> None:  # type: ignore[no-untyped-def]
+    x = torch.arange(12.0).reshape(3, 4)
+    original_equal = torch.equal
+    attack()
+    with pytest.raises(CheckFailed, match="found what it measures with changed") as info:
+        with check("99-tamper") as c:
+            c.same_layout(x.contiguous(), x.t())
+    assert found in str(info.value)
+    # repaired: torch is whole again and an honest check passes (and a wrong one fails) afterwards
+    assert torch.equal is original_equal and "stride" not in vars(torch.Tensor)
+    assert torch._C._len_torch_function_stack() == 0 and torch._C._len_torch_dispatch_stack() == 0
+    assert torch.is_grad_enabled() and torch.get_default_dtype() is torch.float32
+    with check("99-after") as c:
+        c.same_layout(torch.as_strided(x, (4, 3), (1, 4)), x.t())
+    with pytest.raises(CheckFailed, match="wrong layout"):
+        with check("99-after-bad") as c:
+            c.same_layout(x.t().contiguous(), x.t())
+
+
+def test_tampering_during_the_check_is_caught_too(progress: Path) -> None:
+    def sneaky(t: torch.Tensor) -> torch.Tensor:
+        _patch_equal()
+        return t + 1
+
+    with pytest.raises(CheckFailed, match="torch.equal was replaced"):
+        with check("99-tamper-late") as c:
+            c.equal(sneaky(torch.zeros(2)), torch.zeros(2))
+    assert torch.equal(torch.zeros(1), torch.ones(1)) is False
+
+
+# -- recording what ran: copies and bans ---------------------------------------------------------------
+
+
+def _copy_hidden_from_modes(t: torch.Tensor) -> torch.Tensor:
+    with _disable_current_modes():
+        return t.t().contiguous()
+
+
+@pytest.mark.parametrize(
+    "fn, message",
+    [
+        (lambda t: t.t().contiguous(), "made 1 data copies"),
+        (lambda t: t.t().softmax(-1), "made 1 data copies"),  # the copy is inside the softmax kernel
+        (_copy_hidden_from_modes, "stepped outside"),
+        (lambda t: torch.from_numpy(t.numpy().T.copy()), "stepped outside"),
+        (lambda t: torch.tensor(t.t().tolist()), "stepped outside"),
+    ],
+)
+def test_copies_are_counted_at_the_level_that_sees_them(fn, message: str, progress: Path) -> None:  # type: ignore[no-untyped-def]
+    x = torch.randn(16, 16)
+    with pytest.raises(CheckFailed, match=message):
+        with check("99-copies-bad") as c:
+            c.copy_count(fn, x, expected=0)
+
+
+def test_copy_count_passes_real_views(progress: Path) -> None:
+    x = torch.randn(8, 8)
+    with check("99-copies") as c:
+        assert c.copy_count(lambda t: t.reshape(64), x, expected=0).kernel_level == []
+        report = c.copy_count(lambda t: t.t().reshape(64) * 2, x, expected=1)
+        assert report.kernel_level == ["aten::reshape > aten::clone  [8, 8]"]  # the 0-d wrap of 2 is not a copy
+        assert "aten.mul.Tensor" in report.ops
+
+
+def _transpose_alias(t: torch.Tensor) -> torch.Tensor:
+    f = torch.as_strided
+    return f(t, (t.shape[1], t.shape[0]), (t.stride(1), t.stride(0)))
+
+
+def _transpose_getattr(t: torch.Tensor) -> torch.Tensor:
+    return t.t()
+
+
+def _position_with_helper(t: torch.Tensor) -> int:
+    return layout(t).storage_index((1, 1))
+
+
+_CALLS: list[int] = []
+
+
+def _memoised(t: torch.Tensor) -> torch.Tensor:
+    # allowed ops on the first call (the one a probe would look at), a forbidden one afterwards
+    _CALLS.append(1)
+    return t.view(-1) if len(_CALLS) == 1 else t.transpose(0, 1)
+
+
+@pytest.mark.parametrize(
+    "fn, message",
+    [
+        (_transpose_alias, "ran aten.as_strided"),
+        (_transpose_getattr, "ran aten.t"),
+        (lambda t: t.transpose(0, 1), "ran aten.transpose"),
+        (lambda t: torch.from_numpy(t.numpy().T), "stepped outside"),
+    ],
+)
+def test_watch_enforces_an_aten_allow_list_on_every_call(fn, message: str, progress: Path) -> None:  # type: ignore[no-untyped-def]
+    x = torch.arange(6.0).reshape(2, 3)
+    with pytest.raises(CheckFailed, match=message):
+        with check("99-watch") as c:
+            mine = c.watch(fn, "my_transpose", allow_aten={"view", "expand"})
+            mine(x)
+
+
+def test_watch_records_forbidden_python_helpers_by_identity(progress: Path) -> None:
+    x = torch.arange(6.0).reshape(2, 3)
+    with pytest.raises(CheckFailed, match=r"called layout, Layout.storage_index"):
+        with check("99-forbid") as c:
+            c.watch(_position_with_helper, forbid=[layout, Layout.storage_index])(x)
+    # every call is recorded, so a memoised answer cannot hide behind a clean first call
+    with pytest.raises(CheckFailed, match="ran aten.transpose"):
+        with check("99-memo") as c:
+            mine = c.watch(_memoised, allow_aten={"view"})
+            mine(x)
+            mine(x)
+    with check("99-ok") as c:
+        got = c.watch(lambda t: t.view(3, 2), allow_aten={"view"})(x)
+        c.equal(got, x.view(3, 2))
+
+
+def test_side_by_side_feedback_draws_both_layouts_with_values(progress: Path) -> None:
+    x = torch.arange(12.0).reshape(3, 4)
+    with pytest.raises(CheckFailed) as info:
+        with check("99-pictures") as c:
+            try:
+                c.same_layout(x.t().contiguous(), x.t())
+            finally:
+                shown = "".join(c.feedback_html)
+    assert "wrong layout" in str(info.value)
+    assert shown.startswith('<div style="display:flex;flex-wrap:nowrap')
+    assert shown.count("<svg") == 2 and "expected" in shown and "yours" in shown
+    assert ">11<" in shown  # values are drawn
 
 
 def test_faster(progress: Path) -> None:
     x = torch.randn(256, 256)
     with pytest.raises(CheckFailed, match="target is 1000"):
-        with check("99.speed") as c:
+        with check("99-speed") as c:
             c.faster(lambda: x.sum(), lambda: x.sum(), at_least=1000.0)
 
 
@@ -154,5 +389,5 @@ def test_bad_check_arguments() -> None:
     with pytest.raises(ValueError, match="grade_id"):
         check("")
     with pytest.raises(ValueError, match="positive"):
-        check("99.x", points=0)
+        check("99-x", points=0)
     assert os.environ["TORCHLENS_PROGRESS"]

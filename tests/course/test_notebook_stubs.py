@@ -35,7 +35,7 @@ def test_source_notebook_is_course_material(path: Path) -> None:
     assert len(graded) >= 3, f"{path.name}: needs at least three graded exercises"
     ids = [nbgrader(c).get("grade_id") for c in nb.cells if nbgrader(c)]
     assert len(ids) == len(set(ids)), f"{path.name}: duplicate grade ids"
-    prefix = path.name[:2] + "."
+    prefix = path.name[:2] + "-"
     for i in graded:
         cell = nb.cells[i]
         gid = nbgrader(cell)["grade_id"]

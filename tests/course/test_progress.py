@@ -26,14 +26,15 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_record_and_read(tmp_path: Path) -> None:
     store = ProgressStore(tmp_path / "p.json")
-    store.record_pass("02.strides", 2, 2, notebook="02")
-    store.record_pass("02.views", 1, 3, notebook="02")
+    store.record_pass("02-strides", 2, 2, notebook="02")
+    store.record_pass("02-views", 1, 3, notebook="02", scope="visible")
     store.record_pass("loose", 1, 1)
 
     passed = ProgressStore(tmp_path / "p.json").passed()  # a fresh store reads it back from disk
-    assert set(passed) == {"02.strides", "02.views", "loose"}
-    entry = passed["02.strides"]
-    assert set(entry) == {"points", "max_points", "notebook", "first_passed", "last_passed"}
+    assert set(passed) == {"02-strides", "02-views", "loose"}
+    entry = passed["02-strides"]
+    assert set(entry) == {"points", "max_points", "notebook", "first_passed", "last_passed", "scope"}
+    assert entry["scope"] == "full" and passed["02-views"]["scope"] == "visible"
     assert (entry["points"], entry["max_points"], entry["notebook"]) == (2, 2, "02")
     assert datetime.fromisoformat(entry["first_passed"]).utcoffset().total_seconds() == 0  # ISO, UTC
 
@@ -251,3 +252,25 @@ def test_atomic_write_leaves_no_temp_files(tmp_path: Path) -> None:
     for i in range(5):
         store.record_pass(f"g{i}", 1, 1)
     assert sorted(p.name for p in path.parent.iterdir()) == ["p.json", "p.json.lock"]
+
+
+def test_scope_full_is_never_downgraded_by_a_visible_only_pass(tmp_path: Path) -> None:
+    store = ProgressStore(tmp_path / "p.json")
+    store.record_pass("05-x", 2, 2, scope="visible")
+    assert store.passed()["05-x"]["scope"] == "visible"
+    store.record_pass("05-x", 2, 2, scope="full")
+    store.record_pass("05-x", 2, 2, scope="visible")
+    assert store.passed()["05-x"]["scope"] == "full"
+    with pytest.warns(RuntimeWarning, match="scope"):
+        store.record_pass("05-y", 1, 1, scope="all")
+    assert "05-y" not in store.passed()
+
+
+def test_dotted_ids_from_earlier_versions_are_read_as_nbgrader_ids(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    entry = {"points": 2, "max_points": 2, "notebook": "02", "first_passed": "2026-01-01T00:00:00+00:00",
+             "last_passed": "2026-01-02T00:00:00+00:00"}
+    path.write_text(json.dumps({"version": 1, "checks": {"02.strides": entry, "plain": entry}}))
+    passed = ProgressStore(path).passed()
+    assert set(passed) == {"02-strides", "plain"}
+    assert passed["02-strides"]["scope"] == "full"

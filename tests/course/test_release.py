@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -11,6 +12,7 @@ from nbformat import NotebookNode
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
 from torchlens_widgets.course.cli import main
+from torchlens_widgets.course.markers import HIDDEN_PLACEHOLDER
 from torchlens_widgets.course.release import ReleaseError, ReleaseResult, release_notebook, release_path
 
 # Unique strings that live only in solutions and hidden tests: none may survive a release.
@@ -90,27 +92,28 @@ def test_function_solution_keeps_surrounding_lines_and_indentation(released: Not
         "def contiguous_strides(shape):\n"
         '    """Row-major strides."""\n'
         "    # YOUR CODE HERE\n"
-        "    raise NotImplementedError()\n"
+        "    raise NotImplementedError(\"write your answer here\")\n"
         "\n"
         "print('defined')"
     )
 
 
 def test_variable_and_markdown_solutions(released: NotebookNode) -> None:
-    assert released.cells[2].source == "# YOUR CODE HERE\nraise NotImplementedError()"
+    assert released.cells[2].source == "# YOUR CODE HERE\nraise NotImplementedError(\"write your answer here\")"
     assert released.cells[3].source == "Why is `t.T` not contiguous?\n\nYOUR ANSWER HERE"
 
 
 def test_unmarked_solution_cells_are_replaced_whole(released: NotebookNode) -> None:
-    assert released.cells[5].source == "# YOUR CODE HERE\nraise NotImplementedError()"
+    assert released.cells[5].source == "# YOUR CODE HERE\nraise NotImplementedError(\"write your answer here\")"
     assert released.cells[6].source == "YOUR ANSWER HERE"
 
 
-def test_hidden_tests_removed_with_markers(released: NotebookNode) -> None:
+def test_hidden_tests_replaced_by_a_line_saying_they_run_at_grading(released: NotebookNode) -> None:
     assert released.cells[4].source == (
         "from torchlens_widgets.course import check\n"
         "with check('tests', points=2) as c:\n"
         "    c.equal(contiguous_strides((2, 3)), (3, 1))\n"
+        f"    {HIDDEN_PLACEHOLDER}\n"
         "print('visible tail')"
     )
 
@@ -368,7 +371,7 @@ def test_cli_release_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["release", str(src), str(out)]) == 0
     assert capsys.readouterr().out.splitlines() == [f"wrote    {out / '01.ipynb'}"]
     released = json.loads((out / "01.ipynb").read_text())
-    assert "".join(released["cells"][2]["source"]) == "# YOUR CODE HERE\nraise NotImplementedError()"
+    assert "".join(released["cells"][2]["source"]) == "# YOUR CODE HERE\nraise NotImplementedError(\"write your answer here\")"
 
     assert main(["release", str(src), str(out)]) == 0
     assert capsys.readouterr().out.splitlines() == [f"skipped  {out / '01.ipynb'} (exists; use --force to overwrite)"]
@@ -392,29 +395,57 @@ def test_cli_release_errors_exit_2_without_traceback(tmp_path: Path, capsys: pyt
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def _course(tmp_path: Path) -> Path:
+    folder = tmp_path / "course"
+    folder.mkdir()
+    nb = new_notebook(cells=[new_markdown_cell("# 02 · Strides\n\n**Thesis.** Strides map indices. More text.")])
+    nb.cells += [
+        new_code_cell("x = 1", metadata=nbg("02-strides-answer", solution=True)),
+        new_code_cell("check('02-strides')", metadata=nbg("02-strides", grade=True, locked=True, points=2)),
+        new_code_cell("y = 1", metadata=nbg("02-views-answer", solution=True)),
+        new_code_cell("check('02-views')", metadata=nbg("02-views", grade=True, locked=True, points=3)),
+        new_code_cell("check('02-unseen')", metadata=nbg("02-unseen", grade=True, locked=True, points=4)),
+    ]
+    nbformat.write(nb, folder / "02-strides.ipynb")
+    return folder
+
+
+def test_cli_progress_lists_every_exercise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from torchlens_widgets.course.progress import ProgressStore
 
     store_path = tmp_path / "progress.json"
     monkeypatch.setenv("TORCHLENS_PROGRESS", str(store_path))
-    assert main(["progress"]) == 0
-    assert "no checks passed yet" in capsys.readouterr().out
+    folder = _course(tmp_path)
+    assert main(["progress", "--course", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "02 · Strides  0/9 points" in out and "02-unseen" in out and "0 of 3 exercises passed" in out
 
     store = ProgressStore()
-    store.record_pass("02.strides", 2, 2, notebook="02")
-    store.record_pass("02.views", 1, 3, notebook="02")
-    assert main(["progress"]) == 0
+    store.record_pass("02-strides", 2, 2, notebook="02")
+    store.record_pass("02-views", 3, 3, notebook="02", scope="visible")
+    store.record_pass("07-elsewhere", 1, 1, notebook="07")
+    assert main(["progress", "--course", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert str(store_path) in out and "02" in out and "3/5" in out
+    assert str(store_path) in out and "02 · Strides  5/9 points" in out
+    assert "02-views" in out and "visible tests; hidden tests run at grading" in out
+    assert re.search(r"02-unseen +0/4  not passed", out)
+    assert "07 (not in the course folder)" in out and "6/10 points, 3 of 4 exercises passed" in out
 
-    assert main(["progress", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"02": {"earned": 3.0, "possible": 5.0, "count": 2}}
+    assert main(["progress", "--course", str(folder), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [e["status"] for e in rows["notebooks"][0]["exercises"]] == ["full", "visible", "not passed"]
+    assert rows["total"] == {"earned": 6, "possible": 10, "exercises": 4, "passed": 3}
 
-    assert main(["progress", "--reset", "02.views"]) == 0
+    assert main(["progress", "--course", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+    assert main(["progress", "--reset", "02-views"]) == 0
     assert "reset 1 passed check" in capsys.readouterr().out
-    assert main(["progress", "--reset", "02.views"]) == 1
+    assert main(["progress", "--reset", "02-views"]) == 1
     assert "no pass recorded" in capsys.readouterr().out
-    assert set(ProgressStore().passed()) == {"02.strides"}
+    assert set(ProgressStore().passed()) == {"02-strides", "07-elsewhere"}
 
     assert main(["progress", "--reset"]) == 0
     assert ProgressStore().passed() == {}

@@ -1,35 +1,56 @@
 """The check API for graded test cells: one `check` per graded item, with points and teaching feedback.
 
-    with check("02.transpose-strides", points=2) as c:
-        c.equal(my_stride, (1, 4), what="stride of x.t()")
+    with check("02-transpose-strides", points=2) as c:
+        c.equal(my_stride, (1, 4), what="stride of x.t()", hint=["a pointer", "more detail"])
         c.same_layout(my_view, x.t())
 
 The first failed assertion raises `CheckFailed` (an AssertionError, so nbgrader scores the cell 0)
-after displaying feedback; a stub's NotImplementedError or a missing name fails the same way.
-Passes are recorded in the local progress store. Comparisons never call the learner's `__eq__`.
+after displaying feedback once, without a traceback. Hints come in tiers: the first failure shows the
+first, each repeated failure one more. Before it compares anything a check makes sure torch is the
+torch it imported (no patched functions, no modes left on); comparisons never call the learner's
+`__eq__`; bans are enforced by recording what ran (`c.watch`, `c.copy_count`). Passes are recorded in
+the local progress store, marked visible-only when the hidden tests were not in the cell.
 """
 
 from __future__ import annotations
 
 import html
+import linecache
 import math
+import sys
 import time
-from collections.abc import Callable
+import types
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import torch
 
-from ..copies import CopyReport, count_copies
+from ..copies import CopyReport, kernel_copies, record_copies
 from ..layout import Layout, LayoutError, layout
+from . import integrity
+from .markers import HIDDEN_PLACEHOLDER, STUB_MESSAGE
 from .progress import ProgressStore
+from .recording import Recording, record
 
-__all__ = ["Check", "CheckFailed", "check", "strict_mismatch"]
+__all__ = ["Check", "CheckFailed", "Hint", "check", "strict_mismatch"]
 
 _PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
+Hint = str | Sequence[str] | None
+
+# Failures per grade_id in this kernel: the tier of hint each check shows next.
+_FAILURES: Counter[str] = Counter()
+# From this failure on, values the learner was asked to predict are revealed.
+REVEAL_AFTER = 3
 
 
 class CheckFailed(AssertionError):
     """A graded check did not pass; the message says what was expected and what to try."""
+
+    def _render_traceback_(self) -> list[str]:
+        # IPython shows this instead of a traceback: the feedback was already displayed above.
+        first = str(self).split("\n", 1)[0]
+        return [f"CheckFailed: {first[:160]}"]
 
 
 def _describe(v: Any) -> str:
@@ -41,40 +62,48 @@ def _describe(v: Any) -> str:
     return f"an object of type {type(v).__name__}"
 
 
-def strict_mismatch(got: Any, expected: Any, path: str = "answer", rel_tol: float = 0.0) -> str | None:
+def strict_mismatch(
+    got: Any, expected: Any, path: str = "answer", rel_tol: float = 0.0, show_expected: bool = True
+) -> str | None:
     """Explain how `got` differs from the trusted `expected`, or None if equal.
 
-    Types are checked exactly before values are compared with the builtin types' own equality,
-    so an object whose `__eq__` always returns True cannot pass.
+    Types are checked exactly before values are compared with the builtin types' own equality and
+    torch's own `equal`/`allclose` (captured at import, run with modes cleared), so an object whose
+    `__eq__` always returns True, a patched `torch.equal` or a lying mode cannot pass. With
+    `show_expected=False` the message says what is wrong without giving the expected value away.
     """
+
+    def differs(e: Any, g: Any) -> str:
+        return f"expected {e}, got {g}" if show_expected else f"got {g}, which is not right"
+
     te = type(expected)
     if expected is None:
-        return None if got is None else f"{path}: expected None, got {_describe(got)}"
+        return None if got is None else f"{path}: {differs('None', _describe(got))}"
     if te is bool:
         if type(got) is not bool:
             return f"{path}: expected True or False, got {_describe(got)}"
-        return None if got is expected else f"{path}: expected {expected}, got {got}"
+        return None if got is expected else f"{path}: {differs(expected, got)}"
     if te is int or te is float:
         if type(got) not in (int, float):
-            return f"{path}: expected a number like {expected!r}, got {_describe(got)}"
+            return f"{path}: expected a number, got {_describe(got)}"
         if te is int and type(got) is int:
-            return None if int.__eq__(got, expected) else f"{path}: expected {expected}, got {got}"
+            return None if int.__eq__(got, expected) else f"{path}: {differs(expected, got)}"
         g, e = float(got), float(expected)
         ok = float.__eq__(g, e) or (rel_tol > 0 and math.isclose(g, e, rel_tol=rel_tol))
-        return None if ok else f"{path}: expected {expected!r}, got {got!r}"
+        return None if ok else f"{path}: {differs(repr(expected), repr(got))}"
     if te is str:
         if type(got) is not str:
             return f"{path}: expected text, got {_describe(got)}"
-        return None if str.__eq__(got, expected) else f"{path}: expected {expected!r}, got {got!r}"
+        return None if str.__eq__(got, expected) else f"{path}: {differs(repr(expected), repr(got))}"
     if te is torch.dtype:
-        return None if type(got) is torch.dtype and got is expected else f"{path}: expected {expected}, got {_describe(got)}"
+        return None if type(got) is torch.dtype and got is expected else f"{path}: {differs(expected, _describe(got))}"
     if te in (tuple, list, torch.Size):
         if type(got) not in (tuple, list, torch.Size):
-            return f"{path}: expected a sequence like {_describe(expected)}, got {_describe(got)}"
+            return f"{path}: expected a sequence (tuple or list), got {_describe(got)}"
         if len(got) != len(expected):
             return f"{path}: expected {len(expected)} entries, got {len(got)} ({_describe(got)})"
         for k, (g, e) in enumerate(zip(got, expected)):
-            m = strict_mismatch(g, e, f"{path}[{k}]", rel_tol)
+            m = strict_mismatch(g, e, f"{path}[{k}]", rel_tol, show_expected)
             if m:
                 return m
         return None
@@ -86,6 +115,8 @@ def strict_mismatch(got: Any, expected: Any, path: str = "answer", rel_tol: floa
             return f"{path}: set entries must be plain numbers or strings"
         missing, extra = set(expected) - set(got), set(got) - set(expected)
         if missing or extra:
+            if not show_expected:
+                return f"{path}: {len(missing)} entr{'y' if len(missing) == 1 else 'ies'} missing, {len(extra)} unexpected"
             parts = []
             if missing:
                 parts.append(f"missing {sorted(missing, key=repr)}")
@@ -96,11 +127,11 @@ def strict_mismatch(got: Any, expected: Any, path: str = "answer", rel_tol: floa
     if te is dict:
         if type(got) is not dict:
             return f"{path}: expected a dict, got {_describe(got)}"
-        m = strict_mismatch(set(got), set(expected), f"{path} keys")
+        m = strict_mismatch(set(got), set(expected), f"{path} keys", 0.0, show_expected)
         if m:
             return m
         for k in expected:
-            m = strict_mismatch(got[k], expected[k], f"{path}[{k!r}]", rel_tol)
+            m = strict_mismatch(got[k], expected[k], f"{path}[{k!r}]", rel_tol, show_expected)
             if m:
                 return m
         return None
@@ -111,16 +142,25 @@ def strict_mismatch(got: Any, expected: Any, path: str = "answer", rel_tol: floa
             return f"{path}: expected dtype {expected.dtype}, got {got.dtype}"
         if tuple(got.shape) != tuple(expected.shape):
             return f"{path}: expected shape {list(expected.shape)}, got {list(got.shape)}"
-        if rel_tol > 0 and expected.is_floating_point():
-            ok = torch.allclose(got.detach(), expected.detach(), rtol=rel_tol, atol=rel_tol)
-        else:
-            ok = torch.equal(got.detach(), expected.detach())
+        with integrity.clean():
+            if rel_tol > 0 and expected.is_floating_point():
+                ok = integrity.trusted_allclose(got.detach(), expected.detach(), rtol=rel_tol, atol=rel_tol)
+            else:
+                ok = integrity.trusted_equal(got.detach(), expected.detach())
         return None if ok else f"{path}: values differ from the expected tensor"
     raise TypeError(f"strict_mismatch cannot compare against {te.__name__}; use a plain type or a tensor")
 
 
 def _layout_row(lay: Layout) -> str:
     return f"shape {list(lay.shape)}, stride {list(lay.stride)}, offset {lay.offset}"
+
+
+def _tiers(hint: Hint) -> list[str]:
+    if hint is None:
+        return []
+    if isinstance(hint, str):
+        return [hint]
+    return [h for h in hint if isinstance(h, str) and h]
 
 
 class Check:
@@ -132,23 +172,59 @@ class Check:
         self.notebook = notebook
         self.feedback_html: list[str] = []
 
-    def fail(self, message: str, hint: str | None = None, html_detail: str | None = None) -> None:
-        """Fail this check with a message (what was wrong) and a hint (what to think about)."""
-        text = message + (f"\nHint: {hint}" if hint else "")
+    @property
+    def attempt(self) -> int:
+        """How many times this check already failed in this kernel (0 on the first run)."""
+        return _FAILURES[self.grade_id]
+
+    def fail(self, message: str, hint: Hint = None, html_detail: str | None = None, reveal: str | None = None) -> None:
+        """Fail with a message (what is wrong) and a hint; repeated failures show further hint tiers.
+
+        `reveal` (e.g. the expected value of a prediction) is shown only from the REVEAL_AFTER-th failure on.
+        """
+        tiers = _tiers(hint)
+        text = message
+        if tiers:
+            k = min(self.attempt, len(tiers) - 1)
+            text += f"\nHint: {tiers[k]}"
+            if k + 1 < len(tiers):
+                text += "\n(Each new failed attempt adds to the hint.)"
+        if reveal:
+            if self.attempt + 1 >= REVEAL_AFTER:
+                text += f"\n{reveal}"
+            else:
+                text += f"\n(After {REVEAL_AFTER} failed attempts this check shows the expected answer.)"
         if html_detail:
             self.feedback_html.append(html_detail)
         raise CheckFailed(text)
 
-    def that(self, condition: bool, message: str, hint: str | None = None) -> None:
+    def that(self, condition: bool, message: str, hint: Hint = None) -> None:
         """Pass when `condition` is exactly True."""
         if condition is not True:
             self.fail(message, hint)
 
-    def equal(self, got: Any, expected: Any, what: str = "answer", hint: str | None = None, rel_tol: float = 0.0) -> None:
-        """Strict, type-checked equality that the learner's objects cannot fake."""
-        m = strict_mismatch(got, expected, what, rel_tol)
+    def _guard(self) -> None:
+        found = integrity.tampering()
+        if found:
+            self.fail(_tamper_message(found))
+
+    def equal(
+        self, got: Any, expected: Any, what: str = "answer", hint: Hint = None, rel_tol: float = 0.0,
+        secret: bool = False,
+    ) -> None:
+        """Strict, type-checked equality that the learner's objects cannot fake.
+
+        With `secret=True` (predictions) the expected value is revealed only after repeated failures.
+        """
+        self._guard()
+        if not secret:
+            m = strict_mismatch(got, expected, what, rel_tol)
+            if m:
+                self.fail(m, hint)
+            return
+        m = strict_mismatch(got, expected, what, rel_tol, show_expected=False)
         if m:
-            self.fail(m, hint)
+            self.fail(m, hint, reveal=strict_mismatch(got, expected, what, rel_tol))
 
     def tensor(self, got: Any, what: str = "answer") -> torch.Tensor:
         """Require a plain torch.Tensor (subclasses could lie about their metadata)."""
@@ -157,9 +233,10 @@ class Check:
         return got
 
     def same_layout(
-        self, got: Any, expected: torch.Tensor, what: str = "tensor", values: bool = True, hint: str | None = None
+        self, got: Any, expected: torch.Tensor, what: str = "tensor", values: bool = True, hint: Hint = None
     ) -> None:
         """Same shape, stride and storage offset (and values, unless values=False) as `expected`."""
+        self._guard()
         got = self.tensor(got, what)
         try:
             g, e = layout(got), layout(expected)
@@ -175,13 +252,17 @@ class Check:
             )
             if gv != ev
         ]
-        if not diffs and values and g.has_values and not torch.equal(got.detach(), expected.detach()):
-            diffs.append("the layout matches but the values differ")
+        if not diffs and values and g.has_values:
+            with integrity.clean():
+                same_values = integrity.trusted_equal(got.detach(), expected.detach())
+            if not same_values:
+                diffs.append("the layout matches but the values differ")
         if diffs:
             self.fail(f"{what} has the wrong layout: " + "; ".join(diffs), hint, _side_by_side(expected, got))
 
-    def shares_storage(self, a: Any, b: Any, expected: bool = True, what: str = "tensors", hint: str | None = None) -> None:
+    def shares_storage(self, a: Any, b: Any, expected: bool = True, what: str = "tensors", hint: Hint = None) -> None:
         """`a` and `b` do (expected=True) or do not share one storage."""
+        self._guard()
         a, b = self.tensor(a, what), self.tensor(b, what)
         same = layout(a).storage_id == layout(b).storage_id
         if same != expected:
@@ -192,27 +273,80 @@ class Check:
             )
             self.fail(msg, hint)
 
-    def is_view_of(self, view: Any, base: torch.Tensor, what: str = "result", hint: str | None = None) -> None:
+    def is_view_of(self, view: Any, base: torch.Tensor, what: str = "result", hint: Hint = None) -> None:
         """`view` is a view over `base`'s storage (no data was copied)."""
         self.shares_storage(view, base, True, what, hint)
 
     def copy_count(
         self, fn: Callable[..., Any], *args: Any, expected: int | None = None, at_most: int | None = None,
-        what: str = "your function", hint: str | None = None, **kwargs: Any,
+        what: str = "your function", hint: Hint = None, **kwargs: Any,
     ) -> CopyReport:
-        """Run fn once under a copy recorder; require exactly `expected` or at most `at_most` copies."""
+        """Run fn once and count its data copies at the level that sees them all (the profiler: inside
+        kernels too), refusing escapes around it (NumPy, popped modes). Returns the report: the aten ops
+        run (``ops``) and every copy (``kernel_level``)."""
         if not callable(fn):
             self.fail(f"{what}: expected a function, got {_describe(fn)}")
-        report = count_copies(fn, *args, **kwargs)
-        if expected is not None and report.count != expected:
-            self.fail(f"{what} made {report.count} data copies, expected {expected}.\n{report}", hint)
-        if at_most is not None and report.count > at_most:
-            self.fail(f"{what} made {report.count} data copies, at most {at_most} allowed.\n{report}", hint)
+
+        def observed() -> CopyReport:
+            with record_copies() as report:
+                report.kernel_level = kernel_copies(fn, *args, **kwargs)
+            return report
+
+        rec = record(observed, aten=False)
+        self._no_escapes(rec, what)
+        report: CopyReport = rec.result
+        copies = report.kernel_level
+        listing = "".join(f"\n  {path}" for path in copies)
+        if expected is not None and len(copies) != expected:
+            self.fail(f"{what} made {len(copies)} data copies, expected {expected}.{listing}", hint)
+        if at_most is not None and len(copies) > at_most:
+            self.fail(f"{what} made {len(copies)} data copies, at most {at_most} allowed.{listing}", hint)
+        self._guard()
         return report
+
+    def _no_escapes(self, rec: Recording, what: str) -> None:
+        if rec.escapes:
+            seen = list(dict.fromkeys(rec.escapes))
+            self.fail(
+                f"{what} stepped outside what this check can observe: {seen[0]}"
+                + (f" (and {len(seen) - 1} more)" if len(seen) > 1 else ""),
+                "solve the exercise with torch operations on the tensors themselves; the check records the "
+                "aten ops your code runs, and this route hides them",
+            )
+
+    def watch(
+        self, fn: Any, what: str | None = None, *, allow_aten: Iterable[str] | None = None,
+        forbid_aten: Iterable[str] = (), forbid: Iterable[Any] = (), escapes: bool = False, hint: Hint = None,
+    ) -> Callable[..., Any]:
+        """`fn`, recorded on every call the check makes: a call that runs an aten op outside `allow_aten`
+        (or in `forbid_aten`), calls a function in `forbid` (by identity, so aliases count) or escapes the
+        recorder (NumPy, popped modes; allowed with `escapes=True`) fails the check."""
+        name = str(what or getattr(fn, "__name__", None) or "your function")
+        if not callable(fn):
+            self.fail(f"{name}: expected a function, got {_describe(fn)}")
+        allowed = None if allow_aten is None else frozenset(allow_aten)
+        banned, banned_calls = frozenset(forbid_aten), tuple(forbid)
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            rec = record(fn, *args, forbid=banned_calls, escapes=not escapes, **kwargs)
+            if not escapes:
+                self._no_escapes(rec, name)
+            if rec.forbidden:
+                calls = ", ".join(dict.fromkeys(rec.forbidden))
+                self.fail(f"{name} called {calls}, which this exercise asks you not to use", hint)
+            ran = set(rec.aten)
+            bad = sorted((ran - allowed) if allowed is not None else set()) + sorted(ran & banned)
+            if bad:
+                rule = f"only {', '.join(sorted(allowed)) or 'no aten ops'}" if allowed is not None else "not " + ", ".join(sorted(banned))
+                self.fail(f"{name} ran aten.{', aten.'.join(dict.fromkeys(bad))}; this exercise allows {rule}", hint)
+            self._guard()
+            return rec.result
+
+        return watched
 
     def faster(
         self, fast: Callable[[], Any], slow: Callable[[], Any], at_least: float, what: str = "your version",
-        repeat: int = 7, hint: str | None = None,
+        repeat: int = 7, hint: Hint = None,
     ) -> float:
         """`fast` must beat `slow` by `at_least`× (best-of-`repeat` wall time, interleaved). Returns the ratio."""
         best_fast, best_slow = math.inf, math.inf
@@ -230,18 +364,33 @@ class Check:
         return ratio
 
 
+def _tamper_message(found: list[str]) -> str:
+    return (
+        "the check found what it measures with changed in this kernel, so it cannot trust the result: "
+        + "; ".join(found)
+        + ". It has put things back. Remove the line that did this (or restart the kernel), run your answer "
+        "again and then this check."
+    )
+
+
 def _side_by_side(expected: torch.Tensor, got: torch.Tensor) -> str:
+    from ..layout import read_storage
     from ..render.stride import TensorView, stride_model, stride_svg
 
     parts = []
     for title, t in (("expected", expected), ("yours", got)):
         lay = layout(t)
-        svg = stride_svg(stride_model([TensorView(title, lay)], max_elements=64, max_storage_cells=64))
+        def values(_sid: int, cells: list[int], t: torch.Tensor = t) -> list[Any] | None:
+            return read_storage(t, cells)
+
+        with integrity.clean():
+            model = stride_model([TensorView(title, lay)], values, max_elements=64, max_storage_cells=64)
+        svg = stride_svg(model)
         parts.append(
-            f'<div style="display:inline-block;vertical-align:top;margin-right:16px"><b>{title}</b>: '
+            '<div style="flex:0 0 auto;min-width:0"><b>' + title + "</b>: "
             f"{html.escape(_layout_row(lay))}<br>{svg}</div>"
         )
-    return "<div>" + "".join(parts) + "</div>"
+    return '<div style="display:flex;flex-wrap:nowrap;gap:24px;overflow-x:auto;align-items:flex-start">' + "".join(parts) + "</div>"
 
 
 def _display(html_text: str, plain: str) -> None:
@@ -255,44 +404,118 @@ def _display(html_text: str, plain: str) -> None:
     display({"text/html": html_text, "text/plain": plain}, raw=True)
 
 
+def _caller_file(depth: int = 2) -> str:
+    try:
+        return sys._getframe(depth).f_code.co_filename
+    except ValueError:  # pragma: no cover - no such frame
+        return ""
+
+
+def _scope_of(filename: str) -> str:
+    """'visible' when the running test cell is a student copy whose hidden tests were taken out."""
+    source = "".join(linecache.getlines(filename)) if filename else ""
+    return "visible" if HIDDEN_PLACEHOLDER in source else "full"
+
+
+_LIBRARY_DIRS = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix}) + ("<frozen",)
+
+
+def _learner_raised(exc: BaseException, test_cell: str) -> bool:
+    """True when a frame of the traceback is the learner's own code (not the test cell, not a library)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if f != test_cell and not f.startswith(_LIBRARY_DIRS):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _raised_in(exc: BaseException, filename: str) -> bool:
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    return last is not None and last.tb_frame.f_code.co_filename == filename
+
+
 class check:
-    """Context manager for one graded item: `with check("02.strides", points=2) as c: ...`."""
+    """Context manager for one graded item: `with check("02-strides", points=2) as c: ...`."""
 
     def __init__(self, grade_id: str, points: float = 1, notebook: str | None = None) -> None:
         if not isinstance(grade_id, str) or not grade_id:
-            raise ValueError("check needs a grade_id string, e.g. check('02.transpose-strides', points=1)")
+            raise ValueError("check needs a grade_id string, e.g. check('02-transpose-strides', points=1)")
         if not isinstance(points, (int, float)) or isinstance(points, bool) or points <= 0:
             raise ValueError(f"points must be a positive number, got {points!r}")
-        self.c = Check(grade_id, float(points), notebook or grade_id.split(".", 1)[0])
+        self.c = Check(grade_id, float(points), notebook or grade_id[:2])
+        self._cell = _caller_file()
+
+    def _points(self) -> str:
+        p = self.c.points
+        return f"{p:g} point{'s' if p != 1 else ''}"
 
     def __enter__(self) -> Check:
+        found = integrity.tampering()
+        if found:
+            self._report_failure(_tamper_message(found))
+            raise CheckFailed(f"{self.c.grade_id}: {_tamper_message(found)}")
         return self.c
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> Literal[False]:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: types.TracebackType | None
+    ) -> Literal[False]:
         c = self.c
-        pts = f"{c.points:g} point{'s' if c.points != 1 else ''}"
         if exc is None:
-            ProgressStore().record_pass(c.grade_id, c.points, c.points, notebook=c.notebook)
+            found = integrity.tampering()
+            if found:
+                self._report_failure(_tamper_message(found))
+                raise CheckFailed(f"{c.grade_id}: {_tamper_message(found)}")
+            scope = _scope_of(self._cell)
+            ProgressStore().record_pass(c.grade_id, c.points, c.points, notebook=c.notebook, scope=scope)
+            ok = "var(--jp-success-color0, #1a7f37)"
+            if scope == "visible":
+                said = f"passed its visible tests; hidden tests run when your notebook is graded ({self._points()} if they pass too)"
+            else:
+                said = f"passed ({self._points()})"
             _display(
-                f'<div style="color:#1a7f37">✓ <b>{html.escape(c.grade_id)}</b> passed ({pts})</div>',
-                f"✓ {c.grade_id} passed ({pts})",
+                f'<div style="color:{ok}">✓ <b>{html.escape(c.grade_id)}</b> {html.escape(said)}</div>',
+                f"✓ {c.grade_id} {said}",
             )
+            return False
+        if isinstance(exc, KeyboardInterrupt) or not isinstance(exc, Exception):
             return False
         if isinstance(exc, CheckFailed):
             message = str(exc)
-        elif isinstance(exc, (NotImplementedError, NameError)):
-            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            message = f"not done yet ({detail}). Write your answer in the exercise cell above and run it."
-        elif isinstance(exc, KeyboardInterrupt):
-            return False
+        elif isinstance(exc, NotImplementedError) and (str(exc) == STUB_MESSAGE or not str(exc)):
+            message = "not done yet: your answer still raises NotImplementedError. Write it in the exercise cell above, run that cell, then this one."
+        elif isinstance(exc, NameError) and _raised_in(exc, self._cell):
+            name = getattr(exc, "name", None) or str(exc)
+            message = (
+                f"not done yet: {name!r} is not defined. Write your answer in the exercise cell above and run "
+                "that cell, then this one."
+            )
+        elif _learner_raised(exc, self._cell):
+            message = f"your code raised {type(exc).__name__}: {exc} (the traceback below shows where)"
+            self._report_failure(message)
+            _FAILURES[c.grade_id] += 1
+            return False  # the learner's own error: their traceback is the useful feedback
         else:
-            message = f"your code raised {type(exc).__name__}: {exc}"
-        detail = "".join(c.feedback_html)
-        _display(
-            f'<div style="color:#b42318">✗ <b>{html.escape(c.grade_id)}</b> failed (0/{pts})<pre>'
-            f"{html.escape(message)}</pre>{detail}</div>",
-            f"✗ {c.grade_id} failed (0/{pts})\n{message}",
-        )
+            message = (
+                f"the check could not use your answer ({type(exc).__name__}: {exc}). Check that it has the type "
+                "and shape the exercise asks for."
+            )
+        self._report_failure(message)
+        _FAILURES[c.grade_id] += 1
         if isinstance(exc, CheckFailed):
             return False
-        raise CheckFailed(f"{c.grade_id}: {message}") from exc
+        raise CheckFailed(f"{c.grade_id}: {message}") from None
+
+    def _report_failure(self, message: str) -> None:
+        c = self.c
+        detail = "".join(c.feedback_html)
+        bad = "var(--jp-error-color0, #b42318)"
+        _display(
+            f'<div style="color:{bad}">✗ <b>{html.escape(c.grade_id)}</b> failed (0/{self._points()})</div>'
+            f'<pre style="white-space:pre-wrap">{html.escape(message)}</pre>{detail}',
+            f"✗ {c.grade_id} failed (0/{self._points()})\n{message}",
+        )

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from .outline import read_outline
 from .progress import ENV_VAR, ProgressStore
 from .release import ReleaseError, release_path
 
@@ -48,6 +49,13 @@ def _build_parser() -> argparse.ArgumentParser:
     prog.add_argument(
         "--store", type=Path, default=None, help=f"progress file (default: ${ENV_VAR} or the XDG data dir)"
     )
+    prog.add_argument(
+        "--course",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="course folder whose notebooks list every exercise (default: ./course, else ./notebooks)",
+    )
     return parser
 
 
@@ -85,21 +93,71 @@ def _progress(args: argparse.Namespace) -> int:
         print(f"reset {removed} passed check{'' if removed == 1 else 's'} in {store.path}")
         return 0
 
-    summary = store.summary()
+    passed = store.passed()
+    folder = args.course or next((Path(d) for d in ("course", "notebooks") if Path(d).is_dir()), None)
+    try:
+        outline = read_outline(folder) if folder is not None else []
+    except FileNotFoundError as exc:
+        print(f"torchlens-course progress: error: {exc}", file=sys.stderr)
+        return 2
+    rows = _progress_rows(outline, passed)
     if args.json:
-        print(json.dumps(summary, indent=2, sort_keys=True))
+        print(json.dumps(rows, indent=2, sort_keys=True))
         return 0
     print(f"progress store: {store.path}")
-    if not summary:
-        print("no checks passed yet")
-        return 0
-    width = max(len("notebook"), *(len(nb) for nb in summary))
-    print(f"{'notebook':<{width}}  {'checks':>6}  points")
-    for nb, row in summary.items():
-        print(f"{nb:<{width}}  {row['count']:>6}  {_num(row['earned'])}/{_num(row['possible'])}")
-    total = {k: sum(row[k] for row in summary.values()) for k in ("count", "earned", "possible")}
-    print(f"{'total':<{width}}  {total['count']:>6}  {_num(total['earned'])}/{_num(total['possible'])}")
+    if folder is None:
+        print("(no course folder here: pass --course DIR to list unpassed exercises too)")
+    else:
+        print(f"course: {folder}")
+    width = max([len("exercise"), *(len(e["grade_id"]) for nb in rows["notebooks"] for e in nb["exercises"])])
+    for nb in rows["notebooks"]:
+        print(f"\n{nb['title']}  {_num(nb['earned'])}/{_num(nb['possible'])} points")
+        for e in nb["exercises"]:
+            mark = {"full": "passed", "visible": "passed (visible tests; hidden tests run at grading)"}.get(
+                e["status"], "not passed"
+            )
+            possible = "?" if e["max_points"] is None else _num(e["max_points"])
+            print(f"  {e['grade_id']:<{width}}  {_num(e['points'])}/{possible}  {mark}")
+    t = rows["total"]
+    print(f"\ntotal  {_num(t['earned'])}/{_num(t['possible'])} points, {t['passed']} of {t['exercises']} exercises passed")
     return 0
+
+
+def _progress_rows(outline: list, passed: dict[str, dict]) -> dict:
+    """Every exercise of the outline (plus passes the outline does not know) with its status and points."""
+    notebooks = []
+    known: set[str] = set()
+    for nb in outline:
+        exercises = []
+        for ex in nb.exercises:
+            known.add(ex.grade_id)
+            entry = passed.get(ex.grade_id)
+            exercises.append({
+                "grade_id": ex.grade_id,
+                "points": entry["points"] if entry else 0,
+                "max_points": ex.points,
+                "status": entry.get("scope", "full") if entry else "not passed",
+            })
+        notebooks.append({"notebook": nb.number, "title": nb.title, "exercises": exercises})
+    loose: dict[str, list] = {}
+    for gid, entry in sorted(passed.items()):
+        if gid not in known:
+            loose.setdefault(entry.get("notebook") or "(no notebook)", []).append({
+                "grade_id": gid, "points": entry["points"], "max_points": entry["max_points"],
+                "status": entry.get("scope", "full"),
+            })
+    for name, exercises in loose.items():
+        notebooks.append({"notebook": name, "title": f"{name} (not in the course folder)", "exercises": exercises})
+    for nb in notebooks:
+        nb["earned"] = sum(e["points"] for e in nb["exercises"])
+        nb["possible"] = sum(e["max_points"] or 0 for e in nb["exercises"])
+    total = {
+        "earned": sum(nb["earned"] for nb in notebooks),
+        "possible": sum(nb["possible"] for nb in notebooks),
+        "exercises": sum(len(nb["exercises"]) for nb in notebooks),
+        "passed": sum(e["status"] != "not passed" for nb in notebooks for e in nb["exercises"]),
+    }
+    return {"notebooks": notebooks, "total": total}
 
 
 def _num(x: float) -> str:

@@ -1,7 +1,9 @@
 """The local progress store: which checks a learner has passed, as a small JSON file.
 
 The file is ``{"version": 1, "checks": {grade_id: {...}}}``. Only passes are recorded and a pass is
-never erased by a later failure. Writes are atomic (temp file + ``os.replace``) and read-modify-write
+never erased by a later failure. Each pass says its ``scope``: ``"full"`` when every test ran,
+``"visible"`` when the learner's copy ran without the hidden tests (only grading can award those
+points for sure). Ids written as ``NN.slug`` by earlier versions are read as ``NN-slug``. Writes are atomic (temp file + ``os.replace``) and read-modify-write
 cycles hold an exclusive ``flock`` on a sidecar ``.lock`` file, so several kernels can record at once.
 Nothing here raises into a learner's notebook: a corrupt file is moved aside, an unwritable location
 only warns.
@@ -14,6 +16,7 @@ import copy
 import json
 import math
 import os
+import re
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -31,6 +34,8 @@ __all__ = ["ENV_VAR", "FORMAT_VERSION", "ProgressStore", "default_path"]
 ENV_VAR = "TORCHLENS_PROGRESS"
 FORMAT_VERSION = 1
 _NO_NOTEBOOK = "(no notebook)"
+_SCOPES = ("full", "visible")
+_OLD_ID = re.compile(r"^(\d\d)\.(.+)$")  # before nbgrader-valid ids: "02.strides" is now "02-strides"
 
 # Paths we already warned about being unwritable: warn once per path per process, not once per check.
 _warned: set[tuple[str, str]] = set()
@@ -62,6 +67,7 @@ def _valid_entry(entry: Any) -> bool:
         and (entry.get("notebook") is None or isinstance(entry.get("notebook"), str))
         and isinstance(entry.get("first_passed"), str)
         and isinstance(entry.get("last_passed"), str)
+        and entry.get("scope", "full") in _SCOPES
     )
 
 
@@ -87,11 +93,15 @@ class ProgressStore:
 
     # -- public API ----------------------------------------------------------------------------
 
-    def record_pass(self, grade_id: str, points: float, max_points: float, notebook: str | None = None) -> None:
-        """Record that check ``grade_id`` passed; never raises (problems become warnings)."""
+    def record_pass(
+        self, grade_id: str, points: float, max_points: float, notebook: str | None = None, scope: str = "full"
+    ) -> None:
+        """Record that check ``grade_id`` passed (``scope`` "full" or "visible"); never raises."""
         try:
             if not isinstance(grade_id, str) or not grade_id:
                 raise ValueError(f"grade_id must be a non-empty string, got {grade_id!r}")
+            if scope not in _SCOPES:
+                raise ValueError(f"scope must be one of {_SCOPES}, got {scope!r}")
             points, max_points = float(points), float(max_points)
             if not (math.isfinite(points) and math.isfinite(max_points)):
                 raise ValueError(f"points must be finite, got {points!r}/{max_points!r}")
@@ -104,14 +114,14 @@ class ProgressStore:
             with self._locked():
                 checks = self._load()
                 checks.update(copy.deepcopy(self._unsaved))
-                checks[grade_id] = self._merge(checks.get(grade_id), points, max_points, notebook, now)
+                checks[grade_id] = self._merge(checks.get(grade_id), points, max_points, notebook, now, scope)
                 self._write(checks)
             self._unsaved.clear()
         except _Unsupported as exc:
-            self._unsaved[grade_id] = self._merge(self._unsaved.get(grade_id), points, max_points, notebook, now)
+            self._unsaved[grade_id] = self._merge(self._unsaved.get(grade_id), points, max_points, notebook, now, scope)
             self._warn_once("newer", str(exc))
         except Exception as exc:  # recording progress must never break a learner's notebook
-            self._unsaved[grade_id] = self._merge(self._unsaved.get(grade_id), points, max_points, notebook, now)
+            self._unsaved[grade_id] = self._merge(self._unsaved.get(grade_id), points, max_points, notebook, now, scope)
             self._warn_once(
                 "unwritable",
                 f"torchlens progress: cannot save progress to {self.path} ({type(exc).__name__}: {exc}). "
@@ -172,7 +182,9 @@ class ProgressStore:
     # -- internals -----------------------------------------------------------------------------
 
     @staticmethod
-    def _merge(old: dict[str, Any] | None, points: float, max_points: float, notebook: str | None, now: str) -> dict:
+    def _merge(
+        old: dict[str, Any] | None, points: float, max_points: float, notebook: str | None, now: str, scope: str
+    ) -> dict:
         if old is None:
             return {
                 "points": points,
@@ -180,6 +192,7 @@ class ProgressStore:
                 "notebook": notebook,
                 "first_passed": now,
                 "last_passed": now,
+                "scope": scope,
             }
         return {
             "points": max(old["points"], points),
@@ -187,6 +200,7 @@ class ProgressStore:
             "notebook": notebook if notebook is not None else old.get("notebook"),
             "first_passed": old["first_passed"],
             "last_passed": now,
+            "scope": "full" if "full" in (old.get("scope", "full"), scope) else "visible",
         }
 
     @staticmethod
@@ -199,6 +213,7 @@ class ProgressStore:
             "notebook": b.get("notebook") or a.get("notebook"),
             "first_passed": min(a["first_passed"], b["first_passed"]),
             "last_passed": max(a["last_passed"], b["last_passed"]),
+            "scope": "full" if "full" in (a.get("scope", "full"), b.get("scope", "full")) else "visible",
         }
 
     def _warn_once(self, kind: str, message: str) -> None:
@@ -259,7 +274,13 @@ class ProgressStore:
                 )
             else:
                 bad = [gid for gid, entry in data["checks"].items() if not _valid_entry(entry)]
-                checks = {gid: entry for gid, entry in data["checks"].items() if gid not in bad}
+                checks = {}
+                for gid, entry in data["checks"].items():
+                    if gid in bad:
+                        continue
+                    old = _OLD_ID.match(gid)
+                    new_id = f"{old[1]}-{old[2]}" if old else gid
+                    checks[new_id] = self._combine(checks.get(new_id), {"scope": "full", **entry})
                 if bad:
                     problem = (
                         f"{len(bad)} malformed entr{'y' if len(bad) == 1 else 'ies'} ({', '.join(map(repr, bad[:5]))})"

@@ -1,6 +1,7 @@
 """Write the student version of a source notebook (nbgrader conventions).
 
-Solution regions become stubs, hidden tests and outputs are removed, test cells are locked, and the
+Solution regions become stubs, hidden tests are replaced by a line saying they run at grading, outputs
+are removed, test cells are locked, and the
 result is checked for leaks before anything is written. Destination notebooks that already exist are
 never overwritten without ``force=True``: they may hold a learner's work.
 """
@@ -19,6 +20,8 @@ from typing import Any
 import nbformat
 from nbformat import NotebookNode
 
+from .markers import HIDDEN_PLACEHOLDER, STUB_MESSAGE
+
 __all__ = [
     "CODE_STUB",
     "TEXT_STUB",
@@ -28,13 +31,14 @@ __all__ = [
     "release_path",
 ]
 
-CODE_STUB = ("# YOUR CODE HERE", "raise NotImplementedError()")
+CODE_STUB = ("# YOUR CODE HERE", f'raise NotImplementedError("{STUB_MESSAGE}")')
 TEXT_STUB = ("YOUR ANSWER HERE",)
 
 # Like nbgrader, a marker is any line containing the delimiter text (usually "### BEGIN SOLUTION").
 _MARKER = re.compile(r"\b(BEGIN|END) (SOLUTION|HIDDEN TESTS)\b")
 _LEAKS = ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS")
-_GRADE_ID = re.compile(r"[A-Za-z0-9_.\-]+")
+# nbgrader's schema allows only these characters in a grade_id (dots make generate_assignment fail).
+_GRADE_ID = re.compile(r"[A-Za-z0-9_\-]+")
 
 
 class ReleaseError(ValueError):
@@ -80,7 +84,7 @@ def _validate(nb: NotebookNode, name: str | None) -> None:
             raise fail(f"{kind} cell has no nbgrader grade_id; give it a unique one, e.g. 'strides-1'")
         if gid is not None:
             if not isinstance(gid, str) or not _GRADE_ID.fullmatch(gid):
-                raise fail(f"grade_id {gid!r} may only contain letters, digits, '_', '-' and '.'")
+                raise fail(f"grade_id {gid!r} may only contain letters, digits, '_' and '-' (nbgrader's rule), e.g. '02-strides'")
             if gid in seen:
                 raise fail(f"duplicate grade_id {gid!r} (also used by cell {seen[gid]}); grade_ids must be unique")
             seen[gid] = i
@@ -122,10 +126,12 @@ def _process_regions(cell: NotebookNode, name: str | None, index: int) -> tuple[
                     gid,
                 )
             region, begun_at = kind, lineno
+            indent = line[: len(line) - len(line.lstrip())]
             if kind == "SOLUTION":
                 found_solution = True
-                indent = line[: len(line) - len(line.lstrip())]
                 out.extend(indent + s for s in stub)
+            else:  # the learner's check then knows (and says) that it ran the visible tests only
+                out.append(indent + HIDDEN_PLACEHOLDER)
         else:
             if region != kind:
                 opened = f"the {region} region begun at line {begun_at} is still open" if region else "none is open"

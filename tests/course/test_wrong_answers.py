@@ -1,0 +1,51 @@
+"""Every exercise's checks reject its wrong answers (mistakes and gaming attempts) and pass the reference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.course.wrong_answers import run_wrong_answers, wrong_answers_for
+
+NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+MIN_WRONG = 4
+
+
+def _graded_ids(path: Path) -> list[str]:
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    return [
+        c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade") and not c.metadata["nbgrader"].get("solution")
+    ]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_exercise_has_wrong_answers_including_a_gaming_attempt(path: Path) -> None:
+    wrong = wrong_answers_for(path)
+    for gid in _graded_ids(path):
+        answers = wrong.get(gid, [])
+        assert len(answers) >= MIN_WRONG, f"{gid}: {len(answers)} wrong answers, need at least {MIN_WRONG}"
+        assert any(w.gaming for w in answers), f"{gid}: needs at least one gaming attempt"
+        names = [w.name for w in answers]
+        assert len(names) == len(set(names)), f"{gid}: duplicate wrong-answer names"
+
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_wrong_answers_fail_and_the_reference_passes(path: Path) -> None:
+    wrong = wrong_answers_for(path)
+    if not wrong:
+        pytest.fail(f"no wrong answers for {path.name} (tests/course/wrong_answers/nb{path.name[:2]}.py)")
+    outcomes, reference = run_wrong_answers(path, wrong)
+    passed_wrongly = [
+        f"{o.grade_id} / {o.name}: " + (f"answer cell raised {o.answer_error}; " if o.answer_error else "")
+        + ("the check passed" if "passed" in o.feedback and "✗" not in o.feedback else "wrong failure reason")
+        + f"\n    feedback: {o.feedback[:600]}"
+        for o in outcomes if not o.failed_with_feedback
+    ]
+    assert not passed_wrongly, "wrong answers not rejected as intended:\n" + "\n".join(passed_wrongly)
+    bad_reference = {gid: text for gid, text in reference.items() if text.startswith("FAILED")}
+    assert not bad_reference, f"the reference answer failed after the wrong answers: {bad_reference}"

@@ -1,0 +1,130 @@
+"""Wrong answers per exercise, run against the real checks: each one must fail.
+
+One module per notebook (``nb02.py`` for ``02-*.ipynb``) defines ``WRONG = {grade_id: [Wrong(...), ...]}``:
+the mistakes a learner would plausibly make and at least one attempt to game the check. The harness
+runs the source notebook once in a kernel, then for every wrong answer restores the namespace, runs the
+wrong code in place of the solution cell and the full test cell (hidden tests included), and requires
+the check's own failure feedback; afterwards the reference answer must pass in the same kernel.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat.v4 import new_code_cell
+
+__all__ = ["Outcome", "Wrong", "run_wrong_answers", "wrong_answers_for"]
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """One wrong answer: a name, the code that replaces the solution cell, and text its feedback must hold."""
+
+    name: str
+    code: str
+    expect: str = ""  # a substring of the check's failure message: it failed for the intended reason
+    gaming: bool = False  # an attempt to fool the check rather than a mistake
+
+
+@dataclass
+class Outcome:
+    grade_id: str
+    name: str
+    failed_with_feedback: bool
+    feedback: str
+    answer_error: str | None = None
+    details: list[str] = field(default_factory=list)
+
+
+_SNAPSHOT = "__tlw_wrong_answer_snapshot__"
+_TAKE = f"{_SNAPSHOT} = dict(get_ipython().user_ns)"
+_RESTORE = f"""
+def __tlw_restore__():
+    ns = get_ipython().user_ns
+    snap = ns[{_SNAPSHOT!r}]
+    for k in [k for k in list(ns) if k not in snap and k not in ({_SNAPSHOT!r}, "__tlw_restore__")]:
+        del ns[k]
+    ns.update(snap)
+    from torchlens_widgets.course import checks
+    checks._FAILURES.clear()
+__tlw_restore__()
+"""
+
+
+def wrong_answers_for(notebook: Path) -> dict[str, list[Wrong]]:
+    """The WRONG table of ``nbNN`` for ``NN-*.ipynb`` (empty if the module does not exist)."""
+    try:
+        module = importlib.import_module(f"{__name__}.nb{notebook.name[:2]}")
+    except ModuleNotFoundError:
+        return {}
+    return dict(module.WRONG)
+
+
+def _text(outputs: list[Any]) -> tuple[str, str | None]:
+    shown, error = [], None
+    for o in outputs:
+        if o.get("output_type") == "error":
+            error = o.get("ename")
+        elif o.get("output_type") in ("display_data", "execute_result"):
+            shown.append(str(o.get("data", {}).get("text/plain", "")))
+        elif o.get("output_type") == "stream":
+            shown.append(str(o.get("text", "")))
+    return "\n".join(shown), error
+
+
+def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: int = 300) -> tuple[list[Outcome], dict[str, str]]:
+    """Run every wrong answer of `wrong` against `notebook`'s checks; returns outcomes and the reference's feedback."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(notebook, as_version=4)
+    cells = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)}
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", allow_errors=True,
+        resources={"metadata": {"path": str(notebook.parent.resolve())}},
+    )
+    scratch = len(nb.cells)
+    nb.cells.append(new_code_cell(""))  # nbclient writes each executed cell back at its index
+
+    def run(source: str, must_succeed: bool = False) -> tuple[str, str | None]:
+        cell = new_code_cell(source)
+        nb.cells[scratch] = cell
+        client.execute_cell(cell, scratch)
+        shown, error = _text(cell.outputs)
+        if must_succeed and error:
+            raise RuntimeError(f"{notebook.name}: the harness's own cell failed ({error}): {shown}")
+        return shown, error
+
+    outcomes: list[Outcome] = []
+    reference: dict[str, str] = {}
+    with client.setup_kernel():
+        for i, cell in enumerate(nb.cells[:scratch]):
+            if cell.cell_type == "code":
+                client.execute_cell(cell, i)
+                _, err = _text(cell.outputs)
+                if err:
+                    raise RuntimeError(f"{notebook.name}: cell {i} failed in the reference run ({err})")
+        run(_TAKE, must_succeed=True)
+        for gid, answers in wrong.items():
+            if gid not in cells:
+                raise KeyError(f"{notebook.name} has no test cell {gid!r}")
+            test_source = nb.cells[cells[gid]].source
+            for w in answers:
+                run(_RESTORE, must_succeed=True)
+                shown_answer, answer_error = run(w.code)
+                shown, error = run(test_source)
+                failed = error is not None and f"✗ {gid} failed" in shown
+                ok = failed and answer_error is None and (not w.expect or w.expect in shown)
+                outcomes.append(Outcome(gid, w.name, ok, shown, answer_error))
+            run(_RESTORE, must_succeed=True)
+            shown, error = run(test_source)
+            reference[gid] = shown if error is None and f"✓ {gid} passed" in shown else f"FAILED ({error}): {shown}"
+    return outcomes, reference
+
+
+def load_json(path: Path) -> Any:  # pragma: no cover - debugging aid
+    return json.loads(path.read_text())

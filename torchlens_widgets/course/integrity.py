@@ -1,0 +1,166 @@
+"""What a check trusts: torch (and math, builtins) as at import, no modes entered, global switches at defaults.
+
+A learner's answer runs in the same process as the check that grades it, so an answer cell can
+rebind ``torch.equal``, patch ``torch.Tensor.stride``, leave a lying ``TorchFunctionMode`` entered or
+switch grad mode off. Checks call :func:`tampering` before they compare anything: it names what
+changed, puts torch's own functions back and pops stray modes, so the check can fail clearly instead
+of trusting a lie. Comparisons themselves run inside :func:`clean`, with every mode cleared.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import itertools
+import math
+import operator
+import os
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional
+from torch.utils._python_dispatch import _disable_current_modes
+
+__all__ = ["Tampering", "clean", "tampering", "trusted_equal", "trusted_allclose"]
+
+# Captured at import: what checks call, whatever the learner later rebinds.
+trusted_equal = torch.equal
+trusted_allclose = torch.allclose
+_DisableTorchFunction = torch._C.DisableTorchFunction
+_disable_modes = _disable_current_modes
+_len_fn_stack = torch._C._len_torch_function_stack
+_len_dispatch_stack = torch._C._len_torch_dispatch_stack
+_pop_fn_stack = torch._C._pop_torch_function_stack
+_pop_dispatch_stack = torch._C._pop_torch_dispatch_stack
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_fn_enabled = torch._C._is_torch_function_enabled
+_grad_enabled = torch.is_grad_enabled
+_set_grad_enabled = torch._C._set_grad_enabled
+_inference_enabled = torch.is_inference_mode_enabled
+_get_default_dtype = torch.get_default_dtype
+_set_default_dtype = torch.set_default_dtype
+_DEFAULT_DTYPE = torch.get_default_dtype()
+
+
+def _watched(name: str, value: Any) -> bool:
+    if name in ("__dict__", "__weakref__", "__doc__", "__module__", "__annotations__"):
+        return False
+    if isinstance(value, types.ModuleType) or value is None:
+        return False
+    return callable(value) or isinstance(
+        value, (property, classmethod, staticmethod, types.GetSetDescriptorType, types.MemberDescriptorType)
+    )
+
+
+def _callables(owner: Any) -> dict[str, Any]:
+    """The callable attributes of a module or class, as they are now (descriptors included)."""
+    return {name: value for name, value in list(vars(owner).items()) if _watched(name, value)}
+
+
+def _torch_wrapper_of(new: Any, original: Any) -> bool:
+    """True for torch's own wrappers of the original (torch._dynamo wraps torch.manual_seed on import)."""
+    code = getattr(new, "__code__", None)
+    if code is None or not code.co_filename.startswith(_TORCH_DIR):
+        return False
+    seen = 0
+    while new is not None and seen < 8:
+        new, seen = getattr(new, "__wrapped__", None), seen + 1
+        if new is original:
+            return True
+    return False
+
+
+_OWNERS: dict[str, Any] = {
+    "torch": torch,
+    "torch.Tensor": torch.Tensor,
+    "torch.nn.functional": torch.nn.functional,
+    "torch.autograd": torch.autograd,
+    "math": math,
+    "operator": operator,
+    "itertools": itertools,
+    "builtins": builtins,
+}
+_SNAPSHOT: dict[str, dict[str, Any]] = {label: _callables(owner) for label, owner in _OWNERS.items()}
+# The builtins test cells compute with; others (input, display, ...) are legitimately swapped by Jupyter.
+_BUILTINS = {
+    "abs", "all", "any", "bool", "callable", "dict", "divmod", "enumerate", "filter", "float", "frozenset",
+    "getattr", "hasattr", "hash", "id", "int", "isinstance", "issubclass", "iter", "len", "list", "map", "max",
+    "min", "next", "pow", "range", "repr", "reversed", "round", "set", "sorted", "str", "sum", "tuple", "type",
+    "vars", "zip",
+}
+_SNAPSHOT["builtins"] = {k: v for k, v in _SNAPSHOT["builtins"].items() if k in _BUILTINS}
+
+
+def protect(label: str, owner: Any) -> None:
+    """Also watch `owner`'s callables (e.g. the course's own modules) from now on."""
+    _OWNERS[label] = owner
+    _SNAPSHOT[label] = _callables(owner)
+
+
+class Tampering(list):  # type: ignore[type-arg]
+    """Sentences describing what was found changed (and has been put back); empty when all is well."""
+
+
+def _type_name(obj: Any) -> str:
+    return type(obj).__qualname__
+
+
+def tampering(repair: bool = True) -> Tampering:
+    """Name every patched torch function, entered mode or changed global switch; repair them if asked."""
+    found = Tampering()
+    for label, names in _SNAPSHOT.items():
+        owner = _OWNERS[label]
+        current = vars(owner)
+        for name, original in names.items():
+            now = current.get(name, _MISSING)
+            if now is not original and _torch_wrapper_of(now, original):
+                names[name] = now  # torch rebinding its own function: trust the wrapper from now on
+            elif now is not original:
+                found.append(f"{label}.{name} was replaced")
+                if repair:
+                    setattr(owner, name, original)
+        if isinstance(owner, type):  # a new class attribute that shadows an inherited method, e.g. Tensor.stride
+            shadowing = [
+                n for n, v in current.items()
+                if n not in names and _watched(n, v) and any(n in vars(b) for b in owner.__mro__[1:])
+            ]
+            for name in shadowing:
+                found.append(f"{label}.{name} was replaced")
+                if repair:
+                    delattr(owner, name)
+    if _len_fn_stack() or _len_dispatch_stack():
+        modes = []
+        while _len_fn_stack():
+            modes.append(_type_name(_pop_fn_stack()) if repair else "a TorchFunctionMode")
+            if not repair:
+                break
+        while _len_dispatch_stack():
+            modes.append(_type_name(_pop_dispatch_stack(None)) if repair else "a TorchDispatchMode")
+            if not repair:
+                break
+        found.append(f"a mode was left entered ({', '.join(modes)})")
+    if not _fn_enabled():
+        found.append("__torch_function__ handling was left disabled (DisableTorchFunction)")
+    if not _grad_enabled():
+        found.append("grad mode was left off (torch.set_grad_enabled(False) or no_grad().__enter__())")
+        if repair:
+            _set_grad_enabled(True)
+    if _inference_enabled():
+        found.append("inference mode was left on")
+    if _get_default_dtype() is not _DEFAULT_DTYPE:
+        found.append(f"the default dtype was changed to {_get_default_dtype()}")
+        if repair:
+            _set_default_dtype(_DEFAULT_DTYPE)
+    return found
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def clean() -> Iterator[None]:
+    """Run the block with every torch function and dispatch mode cleared (restored afterwards)."""
+    with _DisableTorchFunction(), _disable_modes():
+        yield

@@ -1,0 +1,82 @@
+"""The course's outline read from its notebooks: titles, theses and graded exercises with their points.
+
+Progress alone only knows what was passed; the outline knows what exists, so a learner sees every
+exercise, unpassed ones included.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Exercise", "NotebookOutline", "read_outline"]
+
+_NOTEBOOK = re.compile(r"^\d\d-.+\.ipynb$")
+_THESIS = re.compile(r"\*\*Thesis\.\*\*\s*(.+?)(?:(?<=[.!?])\s|$)", re.S)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One graded test cell: its grade_id and points."""
+
+    grade_id: str
+    points: float
+
+
+@dataclass(frozen=True)
+class NotebookOutline:
+    """One course notebook: file, number, title, one-sentence thesis and its exercises in order."""
+
+    path: Path
+    number: str
+    title: str
+    thesis: str
+    exercises: tuple[Exercise, ...]
+
+    @property
+    def points(self) -> float:
+        return sum(e.points for e in self.exercises)
+
+
+def _source(cell: dict[str, Any]) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def _read(path: Path) -> NotebookOutline:
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    title, thesis = path.stem, ""
+    first_md = next((_source(c) for c in cells if isinstance(c, dict) and c.get("cell_type") == "markdown"), "")
+    heading = next((line.lstrip("#").strip() for line in first_md.splitlines() if line.startswith("#")), "")
+    if heading:
+        title = heading
+    m = _THESIS.search(first_md)
+    if m:
+        thesis = " ".join(m.group(1).split())
+    exercises = []
+    for c in cells:
+        meta = c.get("metadata", {}).get("nbgrader", {}) if isinstance(c, dict) else {}
+        if isinstance(meta, dict) and meta.get("grade") and not meta.get("solution"):
+            pts = meta.get("points", 0)
+            if isinstance(meta.get("grade_id"), str) and isinstance(pts, (int, float)) and not isinstance(pts, bool):
+                exercises.append(Exercise(meta["grade_id"], float(pts)))
+    return NotebookOutline(path, path.name[:2], title, thesis, tuple(exercises))
+
+
+def read_outline(folder: Path | str) -> list[NotebookOutline]:
+    """Every `NN-*.ipynb` directly in `folder`, in course order; unreadable notebooks are skipped."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"course folder {folder} does not exist")
+    out = []
+    for p in sorted(folder.iterdir()):
+        if _NOTEBOOK.match(p.name):
+            try:
+                out.append(_read(p))
+            except (OSError, ValueError):
+                continue
+    return out

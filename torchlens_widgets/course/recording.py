@@ -1,0 +1,150 @@
+"""Record what a learner's function actually ran, so that "don't use X" rules hold for aliases too.
+
+Reading names (`fn.__code__.co_names`) misses `f = torch.as_strided`, `getattr(x, "t")` and helpers
+captured before the check; recording does not. :func:`record` runs a call with two observers:
+
+* a ``TorchDispatchMode`` that sees every aten op the call reaches the dispatcher with;
+* a ``sys.setprofile`` hook that sees every Python and builtin call, to catch calls into forbidden
+  helpers and *escapes*: ways around the dispatch observer (popping modes, going through NumPy or
+  Python lists, other threads, another profile hook).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import types
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+__all__ = ["ESCAPES", "Recording", "record"]
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+#: Builtin calls that step around the dispatch observer, by qualified name, with what they do.
+ESCAPES: dict[str, str] = {
+    "Tensor.numpy": "converts to NumPy, where the dispatcher cannot see the work",
+    "Tensor.tolist": "converts to Python lists, where the dispatcher cannot see the work",
+    "Tensor.data_ptr": "reads raw memory addresses",
+    "from_numpy": "builds a tensor from NumPy memory",
+    "_pop_torch_dispatch_stack": "pops dispatch modes (the checker's observer among them)",
+    "_pop_torch_function_stack": "pops torch function modes",
+    "_set_dispatch_mode": "swaps dispatch modes",
+    "DisableTorchFunction.__enter__": "switches __torch_function__ off",
+    "DisableTorchFunctionSubclass.__enter__": "switches __torch_function__ off",
+    "_DisableTorchDispatch.__enter__": "switches Python dispatch off",
+    "_ExcludeDispatchKeyGuard.__enter__": "hides dispatch keys",
+    "setprofile": "replaces the profile hook the checker records with",
+    "settrace": "installs a trace hook",
+}
+
+# Python-level escapes, matched by code object.
+_ESCAPE_CODE: dict[types.CodeType, str] = {
+    torch.Tensor.__array__.__code__: "converts to NumPy through __array__",
+    threading.Thread.start.__code__: "starts a thread the checker cannot follow",
+}
+try:
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    _ESCAPE_CODE[getattr(_disable_current_modes, "__wrapped__", _disable_current_modes).__code__] = (
+        "pops every dispatch mode (the checker's observer among them)"
+    )
+except ImportError:  # pragma: no cover - older torch
+    pass
+
+
+@dataclass
+class Recording:
+    """What one call ran: aten ops by packet name (``"t"``, ``"as_strided"``), forbidden calls and escapes."""
+
+    aten: Counter[str] = field(default_factory=Counter)
+    forbidden: list[str] = field(default_factory=list)
+    escapes: list[str] = field(default_factory=list)
+    result: Any = None
+
+
+class _AtenRecorder(TorchDispatchMode):
+    def __init__(self, rec: Recording) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.namespace == "aten":
+            self.rec.aten[func.__name__.split(".")[0]] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _c_name(fn: Any) -> str:
+    """'Tensor.t' for a tensor method bound or not, '_VariableFunctionsClass.as_strided' → 'as_strided'."""
+    qual = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "?")
+    owner, _, name = qual.rpartition(".")
+    if owner in ("TensorBase", "Tensor") or isinstance(getattr(fn, "__self__", None), torch.Tensor):
+        return f"Tensor.{name}"
+    if owner == "_VariableFunctionsClass":
+        return name
+    return qual
+
+
+def _describe(fn: Any) -> str:
+    if isinstance(fn, types.FunctionType):
+        return fn.__qualname__
+    return _c_name(fn)
+
+
+def _learner_frame(frame: types.FrameType | None) -> bool:
+    f = frame.f_code.co_filename if frame is not None else ""
+    return not (f.startswith(_TORCH_DIR) or f.startswith(_PACKAGE_DIR) or f.startswith("<frozen"))
+
+
+def record(
+    fn: Callable[..., Any], *args: Any, forbid: Iterable[Any] = (), escapes: bool = True, aten: bool = True,
+    **kwargs: Any,
+) -> Recording:
+    """Call ``fn(*args, **kwargs)`` and record its aten ops, its calls into ``forbid`` and any escapes.
+
+    ``forbid`` holds Python functions (matched by code object, so aliases count) and builtins or tensor
+    methods (``torch.as_strided``, ``torch.Tensor.t``: matched by name when called from code outside
+    torch). With ``escapes=False`` NumPy conversions and the like are allowed; with ``aten=False`` no
+    dispatch mode is entered (for callers that observe ops another way, e.g. with the profiler).
+    """
+    rec = Recording()
+    codes = {f.__code__: _describe(f) for f in forbid if isinstance(f, types.FunctionType)}
+    codes.update({getattr(f, "__func__", f).__code__: _describe(f) for f in forbid if isinstance(f, types.MethodType)})
+    c_names = {_c_name(f): _c_name(f) for f in forbid if not isinstance(f, (types.FunctionType, types.MethodType))}
+    escape_codes = _ESCAPE_CODE if escapes else {}
+    escape_names = ESCAPES if escapes else {}
+    previous = sys.getprofile()
+
+    def hook(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            code = frame.f_code
+            if code in codes:
+                rec.forbidden.append(codes[code])
+            elif code in escape_codes and _learner_frame(frame.f_back):
+                rec.escapes.append(f"{code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}: "
+                                   f"{escape_codes[code]}")
+        elif event == "c_call":
+            if not _learner_frame(frame):
+                return
+            name = _c_name(arg)
+            if name in escape_names:
+                rec.escapes.append(f"{name}: {escape_names[name]}")
+            elif name in c_names:
+                rec.forbidden.append(c_names[name])
+
+    observer = _AtenRecorder(rec) if aten else contextlib.nullcontext()
+    with observer:
+        sys.setprofile(hook)
+        try:
+            rec.result = fn(*args, **kwargs)
+        finally:
+            sys.setprofile(previous)
+    return rec
