@@ -391,3 +391,28 @@ def test_bad_check_arguments() -> None:
     with pytest.raises(ValueError, match="positive"):
         check("99-x", points=0)
     assert os.environ["TORCHLENS_PROGRESS"]
+
+
+def test_patching_the_package_or_the_check_api_is_tampering(progress: Path) -> None:
+    import torchlens_widgets.allocator as allocator
+    from torchlens_widgets.course.checks import Check
+
+    original = Check.equal
+    Check.equal = lambda *a, **k: None  # type: ignore[method-assign]
+    allocator.counterfactual = lambda *a, **k: {}  # type: ignore[assignment]
+    with pytest.raises(CheckFailed, match=r"Check.equal was replaced.*counterfactual was replaced|counterfactual was replaced.*Check.equal was replaced"):
+        with check("99-patched-package") as c:
+            c.equal(1, 2)
+    assert Check.equal is original and allocator.counterfactual.__module__ == "torchlens_widgets.allocator"
+
+
+def test_a_watched_answer_may_not_call_the_test_cells_own_helpers(progress: Path) -> None:
+    # the helper and the check come from one "test cell" file; the answer from another
+    test_cell = (
+        "def _reference(t):\n    return t.t()\n"
+        "with check('99-ref-helper') as c:\n    mine = c.watch(answer, 'my_transpose')\n    mine(torch.ones(2, 3))\n"
+    )
+    ns: dict[str, Any] = {"check": check, "torch": torch}
+    exec(compile("def answer(t):\n    return _reference(t)\n", "<answer-cell-3>", "exec"), ns)
+    with pytest.raises(CheckFailed, match=r"called _reference \(a helper of the test cell\)"):
+        exec(compile(test_cell, "<test-cell-3>", "exec"), ns)

@@ -171,6 +171,7 @@ class Check:
         self.points = points
         self.notebook = notebook
         self.feedback_html: list[str] = []
+        self.test_cell = ""  # the file the test cell was compiled from: its helpers are off limits to answers
 
     @property
     def attempt(self) -> int:
@@ -319,8 +320,9 @@ class Check:
         forbid_aten: Iterable[str] = (), forbid: Iterable[Any] = (), escapes: bool = False, hint: Hint = None,
     ) -> Callable[..., Any]:
         """`fn`, recorded on every call the check makes: a call that runs an aten op outside `allow_aten`
-        (or in `forbid_aten`), calls a function in `forbid` (by identity, so aliases count) or escapes the
-        recorder (NumPy, popped modes; allowed with `escapes=True`) fails the check."""
+        (or in `forbid_aten`), calls a function in `forbid` (by identity, so aliases count) or one the test
+        cell defined (its reference helpers), or escapes the recorder (NumPy, popped modes; allowed with
+        `escapes=True`) fails the check."""
         name = str(what or getattr(fn, "__name__", None) or "your function")
         if not callable(fn):
             self.fail(f"{name}: expected a function, got {_describe(fn)}")
@@ -328,7 +330,7 @@ class Check:
         banned, banned_calls = frozenset(forbid_aten), tuple(forbid)
 
         def watched(*args: Any, **kwargs: Any) -> Any:
-            rec = record(fn, *args, forbid=banned_calls, escapes=not escapes, **kwargs)
+            rec = record(fn, *args, forbid=banned_calls, escapes=not escapes, forbid_files=(self.test_cell,), **kwargs)
             if not escapes:
                 self._no_escapes(rec, name)
             if rec.forbidden:
@@ -448,7 +450,7 @@ class check:
         if not isinstance(points, (int, float)) or isinstance(points, bool) or points <= 0:
             raise ValueError(f"points must be a positive number, got {points!r}")
         self.c = Check(grade_id, float(points), notebook or grade_id[:2])
-        self._cell = _caller_file()
+        self._cell = self.c.test_cell = _caller_file()
 
     def _points(self) -> str:
         p = self.c.points
@@ -519,3 +521,20 @@ class check:
             f'<pre style="white-space:pre-wrap">{html.escape(message)}</pre>{detail}',
             f"✗ {c.grade_id} failed (0/{self._points()})\n{message}",
         )
+
+
+def _protect_package() -> None:
+    """The lenses and this module are what test cells trust: patching them is tampering too."""
+    from .. import allocator, asyncexec, autograd, copies, dispatch, meters, timing
+    from .. import layout as layout_module
+    from .. import memory as memory_module
+
+    for module in (allocator, asyncexec, autograd, copies, dispatch, layout_module, memory_module, meters, timing):
+        integrity.protect(module.__name__, module)
+    integrity.protect(__name__, sys.modules[__name__])
+    integrity.protect(f"{__name__}.Check", Check)
+    integrity.protect(f"{__name__}.check", check)
+    integrity.protect(f"{__name__}.Layout", Layout)
+
+
+_protect_package()

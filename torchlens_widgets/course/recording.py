@@ -106,19 +106,21 @@ def _learner_frame(frame: types.FrameType | None) -> bool:
 
 def record(
     fn: Callable[..., Any], *args: Any, forbid: Iterable[Any] = (), escapes: bool = True, aten: bool = True,
-    **kwargs: Any,
+    forbid_files: Iterable[str] = (), **kwargs: Any,
 ) -> Recording:
     """Call ``fn(*args, **kwargs)`` and record its aten ops, its calls into ``forbid`` and any escapes.
 
     ``forbid`` holds Python functions (matched by code object, so aliases count) and builtins or tensor
     methods (``torch.as_strided``, ``torch.Tensor.t``: matched by name when called from code outside
     torch). With ``escapes=False`` NumPy conversions and the like are allowed; with ``aten=False`` no
-    dispatch mode is entered (for callers that observe ops another way, e.g. with the profiler).
+    dispatch mode is entered (for callers that observe ops another way, e.g. with the profiler). Any
+    Python function compiled from a file in ``forbid_files`` (a test cell's own helpers) is forbidden.
     """
     rec = Recording()
     codes = {f.__code__: _describe(f) for f in forbid if isinstance(f, types.FunctionType)}
     codes.update({getattr(f, "__func__", f).__code__: _describe(f) for f in forbid if isinstance(f, types.MethodType)})
     c_names = {_c_name(f): _c_name(f) for f in forbid if not isinstance(f, (types.FunctionType, types.MethodType))}
+    files = frozenset(f for f in forbid_files if f)
     escape_codes = _ESCAPE_CODE if escapes else {}
     escape_names = ESCAPES if escapes else {}
     previous = sys.getprofile()
@@ -128,6 +130,10 @@ def record(
             code = frame.f_code
             if code in codes:
                 rec.forbidden.append(codes[code])
+            elif code.co_filename in files and code.co_name != "<module>":
+                caller = frame.f_back
+                if caller is not None and caller.f_code.co_filename not in files and _learner_frame(caller):
+                    rec.forbidden.append(f"{code.co_name} (a helper of the test cell)")
             elif code in escape_codes and _learner_frame(frame.f_back):
                 rec.escapes.append(f"{code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}: "
                                    f"{escape_codes[code]}")
