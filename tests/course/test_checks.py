@@ -141,6 +141,7 @@ def test_stub_missing_name_and_own_errors(progress: Path) -> None:
     with pytest.raises(CheckFailed, match=r"not done yet: your answer still raises NotImplementedError"):
         with check("99-stub") as c:
             c.equal(stub(), 1)
+    assert _FAILURES["99-stub"] == 0  # "not done yet" is not an attempt: the first real one gets the first hint
     # a name the test cell itself asks for is "not done yet"...
     with pytest.raises(CheckFailed, match=r"not done yet: 'undefined_answer' is not defined"):
         with check("99-missing") as c:
@@ -170,7 +171,8 @@ def test_check_failed_renders_one_line_instead_of_a_traceback(progress: Path) ->
     with pytest.raises(CheckFailed) as info:
         with check("99-render") as c:
             c.equal(3, 4, what="answer", hint="think")
-    assert info.value._render_traceback_() == ["CheckFailed: answer: expected 4, got 3"]
+    assert info.value._render_traceback_() == ["CheckFailed: 99-render failed, 0/1 point (the feedback above says why)"]
+    assert str(info.value).startswith("answer: expected 4, got 3\nHint: think")
 
 
 def test_hints_come_in_tiers(progress: Path) -> None:

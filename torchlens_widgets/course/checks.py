@@ -47,8 +47,12 @@ REVEAL_AFTER = 3
 class CheckFailed(AssertionError):
     """A graded check did not pass; the message says what was expected and what to try."""
 
+    summary: str | None = None  # set by `check` once the feedback is displayed
+
     def _render_traceback_(self) -> list[str]:
         # IPython shows this instead of a traceback: the feedback was already displayed above.
+        if self.summary:
+            return [f"CheckFailed: {self.summary} (the feedback above says why)"]
         first = str(self).split("\n", 1)[0]
         return [f"CheckFailed: {first[:160]}"]
 
@@ -460,7 +464,10 @@ class check:
         found = integrity.tampering()
         if found:
             self._report_failure(_tamper_message(found))
-            raise CheckFailed(f"{self.c.grade_id}: {_tamper_message(found)}")
+            _FAILURES[self.c.grade_id] += 1
+            failure = CheckFailed(f"{self.c.grade_id}: {_tamper_message(found)}")
+            failure.summary = f"{self.c.grade_id} failed, 0/{self._points()}"
+            raise failure
         return self.c
 
     def __exit__(
@@ -471,7 +478,10 @@ class check:
             found = integrity.tampering()
             if found:
                 self._report_failure(_tamper_message(found))
-                raise CheckFailed(f"{c.grade_id}: {_tamper_message(found)}")
+                _FAILURES[c.grade_id] += 1
+                failure = CheckFailed(f"{c.grade_id}: {_tamper_message(found)}")
+                failure.summary = f"{c.grade_id} failed, 0/{self._points()}"
+                raise failure
             scope = _scope_of(self._cell)
             ProgressStore().record_pass(c.grade_id, c.points, c.points, notebook=c.notebook, scope=scope)
             ok = "var(--jp-success-color0, #1a7f37)"
@@ -486,11 +496,14 @@ class check:
             return False
         if isinstance(exc, KeyboardInterrupt) or not isinstance(exc, Exception):
             return False
+        not_done = False
         if isinstance(exc, CheckFailed):
             message = str(exc)
         elif isinstance(exc, NotImplementedError) and (str(exc) == STUB_MESSAGE or not str(exc)):
+            not_done = True
             message = "not done yet: your answer still raises NotImplementedError. Write it in the exercise cell above, run that cell, then this one."
         elif isinstance(exc, NameError) and _raised_in(exc, self._cell):
+            not_done = True
             name = getattr(exc, "name", None) or str(exc)
             message = (
                 f"not done yet: {name!r} is not defined. Write your answer in the exercise cell above and run "
@@ -507,10 +520,15 @@ class check:
                 "and shape the exercise asks for."
             )
         self._report_failure(message)
-        _FAILURES[c.grade_id] += 1
+        if not not_done:  # hints move on with real attempts only
+            _FAILURES[c.grade_id] += 1
+        summary = f"{c.grade_id} failed, 0/{self._points()}"
         if isinstance(exc, CheckFailed):
+            exc.summary = summary
             return False
-        raise CheckFailed(f"{c.grade_id}: {message}") from None
+        failure = CheckFailed(f"{c.grade_id}: {message}")
+        failure.summary = summary
+        raise failure from None
 
     def _report_failure(self, message: str) -> None:
         c = self.c
