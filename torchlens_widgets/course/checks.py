@@ -392,11 +392,12 @@ def _side_by_side(expected: torch.Tensor, got: torch.Tensor) -> str:
         with integrity.clean():
             model = stride_model([TensorView(title, lay)], values, max_elements=64, max_storage_cells=64)
         svg = stride_svg(model)
+        svg = svg.replace("<svg ", '<svg style="max-width:100%;height:auto" ', 1)  # scale down, never clip
         parts.append(
-            '<div style="flex:0 0 auto;min-width:0"><b>' + title + "</b>: "
+            '<div style="flex:1 1 0;min-width:0"><b>' + title + "</b>: "
             f"{html.escape(_layout_row(lay))}<br>{svg}</div>"
         )
-    return '<div style="display:flex;flex-wrap:nowrap;gap:24px;overflow-x:auto;align-items:flex-start">' + "".join(parts) + "</div>"
+    return '<div style="display:flex;flex-wrap:nowrap;gap:24px;align-items:flex-start">' + "".join(parts) + "</div>"
 
 
 def _display(html_text: str, plain: str) -> None:
