@@ -418,3 +418,38 @@ def test_a_watched_answer_may_not_call_the_test_cells_own_helpers(progress: Path
     exec(compile("def answer(t):\n    return _reference(t)\n", "<answer-cell-3>", "exec"), ns)
     with pytest.raises(CheckFailed, match=r"called _reference \(a helper of the test cell\)"):
         exec(compile(test_cell, "<test-cell-3>", "exec"), ns)
+
+
+def test_an_int_answer_must_be_an_int() -> None:
+    assert strict_mismatch(6667.0, 6667) == "answer: expected an int, got 6667.0"
+    assert strict_mismatch(4, 4.0) is None  # an int is a fine float
+
+
+def test_patching_the_layout_module_behind_the_reexported_function_is_tampering(progress: Path) -> None:
+    import sys
+
+    lay = sys.modules["torchlens_widgets.layout"]
+    original = lay.storage_index
+    lay.storage_index = lambda *a, **k: 0  # type: ignore[assignment]
+    with pytest.raises(CheckFailed, match=r"torchlens_widgets.layout.storage_index was replaced"):
+        with check("99-patched-layout") as c:
+            c.equal(1, 1)
+    assert lay.storage_index is original
+
+
+def test_workloads_handed_to_the_answer_may_be_called_and_modules_can_be_forbidden(progress: Path) -> None:
+    import sys
+
+    test_cell = (
+        "_work = lambda: torch.ones(3).sum()\n"
+        "with check('99-workload') as c:\n"
+        "    mine = c.watch(count_calls, 'count_calls')\n"
+        "    c.equal(mine(_work), 1)\n"
+        "    c.watch(lens_user, forbid=[sys.modules['torchlens_widgets.layout']])(torch.ones(2))\n"
+    )
+    ns: dict[str, Any] = {"check": check, "torch": torch, "sys": sys}
+    exec(compile("def count_calls(fn):\n    fn()\n    return 1\n"
+                 "def lens_user(t):\n    from torchlens_widgets.layout import storage_index\n"
+                 "    return storage_index((0,), (1,), 0)\n", "<answer-cell-4>", "exec"), ns)
+    with pytest.raises(CheckFailed, match=r"lens_user called storage_index"):
+        exec(compile(test_cell, "<test-cell-4>", "exec"), ns)

@@ -90,7 +90,9 @@ def strict_mismatch(
     if te is int or te is float:
         if type(got) not in (int, float):
             return f"{path}: expected a number, got {_describe(got)}"
-        if te is int and type(got) is int:
+        if te is int:  # an int answer must be an int: 6667.0 is not a count of 6667
+            if type(got) is not int:
+                return f"{path}: expected an int, got {_describe(got)}"
             return None if int.__eq__(got, expected) else f"{path}: {differs(expected, got)}"
         g, e = float(got), float(expected)
         ok = float.__eq__(g, e) or (rel_tol > 0 and math.isclose(g, e, rel_tol=rel_tol))
@@ -334,7 +336,12 @@ class Check:
         banned, banned_calls = frozenset(forbid_aten), tuple(forbid)
 
         def watched(*args: Any, **kwargs: Any) -> Any:
-            rec = record(fn, *args, forbid=banned_calls, escapes=not escapes, forbid_files=(self.test_cell,), **kwargs)
+            # functions the test hands to the answer (workloads) are the answer's to call
+            handed = [a for a in (*args, *kwargs.values()) if callable(a)]
+            handed += [x for a in (*args, *kwargs.values()) if isinstance(a, (list, tuple, dict))
+                       for x in (a.values() if isinstance(a, dict) else a) if callable(x)]
+            rec = record(fn, *args, forbid=banned_calls, escapes=not escapes, forbid_files=(self.test_cell,),
+                         allow=handed, raise_errors=False, **kwargs)
             if not escapes:
                 self._no_escapes(rec, name)
             if rec.forbidden:
@@ -345,6 +352,8 @@ class Check:
             if bad:
                 rule = f"only {', '.join(sorted(allowed)) or 'no aten ops'}" if allowed is not None else "not " + ", ".join(sorted(banned))
                 self.fail(f"{name} ran aten.{', aten.'.join(dict.fromkeys(bad))}; this exercise allows {rule}", hint)
+            if rec.error is not None:
+                raise rec.error  # the learner's own error, after the rules it broke on the way
             self._guard()
             return rec.result
 
@@ -544,12 +553,14 @@ class check:
 
 def _protect_package() -> None:
     """The lenses and this module are what test cells trust: patching them is tampering too."""
-    from .. import allocator, asyncexec, autograd, copies, dispatch, meters, timing
-    from .. import layout as layout_module
-    from .. import memory as memory_module
+    from .. import allocator, asyncexec, autograd, copies, dispatch, memory, meters, timing  # noqa: F401 - load them
 
-    for module in (allocator, asyncexec, autograd, copies, dispatch, layout_module, memory_module, meters, timing):
+    package = __name__.rsplit(".", 2)[0]
+    # by module name: the package re-exports a function called `layout`, which shadows the module attribute
+    for name in ("allocator", "asyncexec", "autograd", "copies", "dispatch", "layout", "memory", "meters", "timing"):
+        module = sys.modules[f"{package}.{name}"]
         integrity.protect(module.__name__, module)
+    integrity.protect(package, sys.modules[package])
     integrity.protect(__name__, sys.modules[__name__])
     integrity.protect(f"{__name__}.Check", Check)
     integrity.protect(f"{__name__}.check", check)

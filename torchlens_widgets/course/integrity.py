@@ -77,6 +77,7 @@ _OWNERS: dict[str, Any] = {
     "torch.Tensor": torch.Tensor,
     "torch.nn.functional": torch.nn.functional,
     "torch.autograd": torch.autograd,
+    "torch.UntypedStorage": torch.UntypedStorage,
     "math": math,
     "operator": operator,
     "itertools": itertools,

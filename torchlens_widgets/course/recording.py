@@ -69,6 +69,7 @@ class Recording:
     forbidden: list[str] = field(default_factory=list)
     escapes: list[str] = field(default_factory=list)
     result: Any = None
+    error: BaseException | None = None  # what the call raised (with raise_errors=False)
 
 
 class _AtenRecorder(TorchDispatchMode):
@@ -99,6 +100,23 @@ def _describe(fn: Any) -> str:
     return _c_name(fn)
 
 
+def _expand_modules(items: Iterable[Any]) -> list[Any]:
+    """A module stands for every function and method defined in it."""
+    out: list[Any] = []
+    for item in items:
+        if not isinstance(item, types.ModuleType):
+            out.append(item)
+            continue
+        for value in vars(item).values():
+            if getattr(value, "__module__", None) != item.__name__:
+                continue
+            if isinstance(value, types.FunctionType):
+                out.append(value)
+            elif isinstance(value, type):
+                out += [v for v in vars(value).values() if isinstance(v, types.FunctionType)]
+    return out
+
+
 def _learner_frame(frame: types.FrameType | None) -> bool:
     f = frame.f_code.co_filename if frame is not None else ""
     return not (f.startswith(_TORCH_DIR) or f.startswith(_PACKAGE_DIR) or f.startswith("<frozen"))
@@ -106,7 +124,7 @@ def _learner_frame(frame: types.FrameType | None) -> bool:
 
 def record(
     fn: Callable[..., Any], *args: Any, forbid: Iterable[Any] = (), escapes: bool = True, aten: bool = True,
-    forbid_files: Iterable[str] = (), **kwargs: Any,
+    forbid_files: Iterable[str] = (), allow: Iterable[Any] = (), raise_errors: bool = True, **kwargs: Any,
 ) -> Recording:
     """Call ``fn(*args, **kwargs)`` and record its aten ops, its calls into ``forbid`` and any escapes.
 
@@ -114,9 +132,13 @@ def record(
     methods (``torch.as_strided``, ``torch.Tensor.t``: matched by name when called from code outside
     torch). With ``escapes=False`` NumPy conversions and the like are allowed; with ``aten=False`` no
     dispatch mode is entered (for callers that observe ops another way, e.g. with the profiler). Any
-    Python function compiled from a file in ``forbid_files`` (a test cell's own helpers) is forbidden.
+    Python function compiled from a file in ``forbid_files`` (a test cell's own helpers) is forbidden,
+    except those in ``allow`` (workloads handed to ``fn``). A module in ``forbid`` forbids every function
+    and method defined in it.
     """
     rec = Recording()
+    forbid = _expand_modules(forbid)
+    allowed_codes = {getattr(getattr(f, "__func__", f), "__code__", None) for f in allow}
     codes = {f.__code__: _describe(f) for f in forbid if isinstance(f, types.FunctionType)}
     codes.update({getattr(f, "__func__", f).__code__: _describe(f) for f in forbid if isinstance(f, types.MethodType)})
     c_names = {_c_name(f): _c_name(f) for f in forbid if not isinstance(f, (types.FunctionType, types.MethodType))}
@@ -130,7 +152,7 @@ def record(
             code = frame.f_code
             if code in codes:
                 rec.forbidden.append(codes[code])
-            elif code.co_filename in files and code.co_name != "<module>":
+            elif code.co_filename in files and code.co_name != "<module>" and code not in allowed_codes:
                 caller = frame.f_back
                 if caller is not None and caller.f_code.co_filename not in files and _learner_frame(caller):
                     rec.forbidden.append(f"{code.co_name} (a helper of the test cell)")
@@ -151,6 +173,10 @@ def record(
         sys.setprofile(hook)
         try:
             rec.result = fn(*args, **kwargs)
+        except Exception as exc:
+            if raise_errors:
+                raise
+            rec.error = exc
         finally:
             sys.setprofile(previous)
     return rec
