@@ -453,3 +453,10 @@ def test_workloads_handed_to_the_answer_may_be_called_and_modules_can_be_forbidd
                  "    return storage_index((0,), (1,), 0)\n", "<answer-cell-4>", "exec"), ns)
     with pytest.raises(CheckFailed, match=r"lens_user called storage_index"):
         exec(compile(test_cell, "<test-cell-4>", "exec"), ns)
+
+
+def test_relative_error_can_be_purely_relative() -> None:
+    tiny = torch.tensor([1e-8, 2.0], dtype=torch.float64)
+    off = tiny * torch.tensor([2.0, 1.0], dtype=torch.float64)  # 100 % off on the tiny value
+    assert strict_mismatch(off, tiny, rel_tol=1e-6) is None  # the default absolute tolerance hides it
+    assert strict_mismatch(off, tiny, rel_tol=1e-6, abs_tol=0.0) is not None

@@ -67,7 +67,8 @@ def _describe(v: Any) -> str:
 
 
 def strict_mismatch(
-    got: Any, expected: Any, path: str = "answer", rel_tol: float = 0.0, show_expected: bool = True
+    got: Any, expected: Any, path: str = "answer", rel_tol: float = 0.0, show_expected: bool = True,
+    abs_tol: float | None = None,
 ) -> str | None:
     """Explain how `got` differs from the trusted `expected`, or None if equal.
 
@@ -75,6 +76,7 @@ def strict_mismatch(
     torch's own `equal`/`allclose` (captured at import, run with modes cleared), so an object whose
     `__eq__` always returns True, a patched `torch.equal` or a lying mode cannot pass. With
     `show_expected=False` the message says what is wrong without giving the expected value away.
+    Tensors compare within `rel_tol` relative and `abs_tol` absolute error (default: `rel_tol`).
     """
 
     def differs(e: Any, g: Any) -> str:
@@ -109,7 +111,7 @@ def strict_mismatch(
         if len(got) != len(expected):
             return f"{path}: expected {len(expected)} entries, got {len(got)} ({_describe(got)})"
         for k, (g, e) in enumerate(zip(got, expected)):
-            m = strict_mismatch(g, e, f"{path}[{k}]", rel_tol, show_expected)
+            m = strict_mismatch(g, e, f"{path}[{k}]", rel_tol, show_expected, abs_tol)
             if m:
                 return m
         return None
@@ -137,7 +139,7 @@ def strict_mismatch(
         if m:
             return m
         for k in expected:
-            m = strict_mismatch(got[k], expected[k], f"{path}[{k!r}]", rel_tol, show_expected)
+            m = strict_mismatch(got[k], expected[k], f"{path}[{k!r}]", rel_tol, show_expected, abs_tol)
             if m:
                 return m
         return None
@@ -150,7 +152,8 @@ def strict_mismatch(
             return f"{path}: expected shape {list(expected.shape)}, got {list(got.shape)}"
         with integrity.clean():
             if rel_tol > 0 and expected.is_floating_point():
-                ok = integrity.trusted_allclose(got.detach(), expected.detach(), rtol=rel_tol, atol=rel_tol)
+                atol = rel_tol if abs_tol is None else abs_tol
+                ok = integrity.trusted_allclose(got.detach(), expected.detach(), rtol=rel_tol, atol=atol)
             else:
                 ok = integrity.trusted_equal(got.detach(), expected.detach())
         return None if ok else f"{path}: values differ from the expected tensor"
@@ -206,7 +209,8 @@ class Check:
         raise CheckFailed(text)
 
     def that(self, condition: bool, message: str, hint: Hint = None) -> None:
-        """Pass when `condition` is exactly True."""
+        """Pass when `condition` is exactly True (and nothing the check relies on was patched meanwhile)."""
+        self._guard()
         if condition is not True:
             self.fail(message, hint)
 
@@ -217,7 +221,7 @@ class Check:
 
     def equal(
         self, got: Any, expected: Any, what: str = "answer", hint: Hint = None, rel_tol: float = 0.0,
-        secret: bool = False,
+        secret: bool = False, abs_tol: float | None = None,
     ) -> None:
         """Strict, type-checked equality that the learner's objects cannot fake.
 
@@ -225,13 +229,13 @@ class Check:
         """
         self._guard()
         if not secret:
-            m = strict_mismatch(got, expected, what, rel_tol)
+            m = strict_mismatch(got, expected, what, rel_tol, abs_tol=abs_tol)
             if m:
                 self.fail(m, hint)
             return
-        m = strict_mismatch(got, expected, what, rel_tol, show_expected=False)
+        m = strict_mismatch(got, expected, what, rel_tol, show_expected=False, abs_tol=abs_tol)
         if m:
-            self.fail(m, hint, reveal=strict_mismatch(got, expected, what, rel_tol))
+            self.fail(m, hint, reveal=strict_mismatch(got, expected, what, rel_tol, abs_tol=abs_tol))
 
     def tensor(self, got: Any, what: str = "answer") -> torch.Tensor:
         """Require a plain torch.Tensor (subclasses could lie about their metadata)."""
