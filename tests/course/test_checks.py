@@ -460,3 +460,14 @@ def test_relative_error_can_be_purely_relative() -> None:
     off = tiny * torch.tensor([2.0, 1.0], dtype=torch.float64)  # 100 % off on the tiny value
     assert strict_mismatch(off, tiny, rel_tol=1e-6) is None  # the default absolute tolerance hides it
     assert strict_mismatch(off, tiny, rel_tol=1e-6, abs_tol=0.0) is not None
+
+
+def test_patching_a_method_of_a_package_class_is_tampering(progress: Path) -> None:
+    from torchlens_widgets.asyncexec import StreamSim
+
+    original = StreamSim.__dict__["launch"]
+    StreamSim.launch = lambda self, *a, **k: None  # type: ignore[method-assign]
+    with pytest.raises(CheckFailed, match=r"torchlens_widgets.asyncexec.StreamSim.launch was replaced"):
+        with check("99-patched-class") as c:
+            c.equal(1, 1)
+    assert StreamSim.__dict__["launch"] is original

@@ -95,9 +95,14 @@ _SNAPSHOT["builtins"] = {k: v for k, v in _SNAPSHOT["builtins"].items() if k in 
 
 
 def protect(label: str, owner: Any) -> None:
-    """Also watch `owner`'s callables (e.g. the course's own modules) from now on."""
+    """Also watch `owner`'s callables from now on; for a module, the methods of its classes too."""
     _OWNERS[label] = owner
     _SNAPSHOT[label] = _callables(owner)
+    if isinstance(owner, types.ModuleType):
+        for name, value in list(vars(owner).items()):
+            if isinstance(value, type) and value.__module__ == owner.__name__:
+                _OWNERS[f"{label}.{name}"] = value
+                _SNAPSHOT[f"{label}.{name}"] = _callables(value)
 
 
 class Tampering(list):  # type: ignore[type-arg]
