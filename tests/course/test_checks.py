@@ -471,3 +471,30 @@ def test_patching_a_method_of_a_package_class_is_tampering(progress: Path) -> No
         with check("99-patched-class") as c:
             c.equal(1, 1)
     assert StreamSim.__dict__["launch"] is original
+
+
+def test_copy_count_of_a_watched_answer_and_banning_one_modes_handler(progress: Path) -> None:
+    x = torch.randn(8, 8)
+    with check("99-copies-of-watched") as c:
+        mine = c.watch(lambda t: t.t().contiguous(), "relayout")
+        assert len(c.copy_count(mine, x, expected=1).kernel_level) == 1
+
+    class _Theirs(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return func(*args, **(kwargs or {}))
+
+    class _Mine(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return func(*args, **(kwargs or {}))
+
+    def uses(mode_cls):  # type: ignore[no-untyped-def]
+        def run(t: torch.Tensor) -> torch.Tensor:
+            with mode_cls():
+                return t + 1
+        return run
+
+    with check("99-mode-ban-ok") as c:
+        c.watch(uses(_Mine), forbid=[_Theirs.__torch_dispatch__])(x)
+    with pytest.raises(CheckFailed, match="which this exercise asks you not to use"):
+        with check("99-mode-ban") as c:
+            c.watch(uses(_Theirs), forbid=[_Theirs.__torch_dispatch__])(x)

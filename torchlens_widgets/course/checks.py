@@ -299,7 +299,7 @@ class Check:
             self.fail(f"{what}: expected a function, got {_describe(fn)}")
 
         def observed() -> CopyReport:
-            with record_copies() as report:
+            with record_copies() as report, integrity.own_modes():
                 report.kernel_level = kernel_copies(fn, *args, **kwargs)
             return report
 

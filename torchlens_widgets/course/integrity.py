@@ -113,6 +113,22 @@ def _type_name(obj: Any) -> str:
     return type(obj).__qualname__
 
 
+# Modes the checks themselves have entered (a copy recorder around a watched call): not the learner's.
+_OWN_MODES = {"function": 0, "dispatch": 0}
+
+
+@contextlib.contextmanager
+def own_modes() -> Iterator[None]:
+    """Inside the block, the modes on the stacks now (entered by the check itself) are not tampering."""
+    before = dict(_OWN_MODES)
+    _OWN_MODES["dispatch"] = _len_dispatch_stack()
+    _OWN_MODES["function"] = _len_fn_stack()
+    try:
+        yield
+    finally:
+        _OWN_MODES.update(before)
+
+
 def tampering(repair: bool = True) -> Tampering:
     """Name every patched torch function, entered mode or changed global switch; repair them if asked."""
     found = Tampering()
@@ -136,13 +152,14 @@ def tampering(repair: bool = True) -> Tampering:
                 found.append(f"{label}.{name} was replaced")
                 if repair:
                     delattr(owner, name)
-    if _len_fn_stack() or _len_dispatch_stack():
+    own_fn, own_dispatch = _OWN_MODES["function"], _OWN_MODES["dispatch"]
+    if _len_fn_stack() > own_fn or _len_dispatch_stack() > own_dispatch:
         modes = []
-        while _len_fn_stack():
+        while _len_fn_stack() > own_fn:
             modes.append(_type_name(_pop_fn_stack()) if repair else "a TorchFunctionMode")
             if not repair:
                 break
-        while _len_dispatch_stack():
+        while _len_dispatch_stack() > own_dispatch:
             modes.append(_type_name(_pop_dispatch_stack(None)) if repair else "a TorchDispatchMode")
             if not repair:
                 break

@@ -100,6 +100,14 @@ def _describe(fn: Any) -> str:
     return _c_name(fn)
 
 
+def _unwrap(f: Any) -> Any:
+    """The function a decorator wrapped (torch wraps every mode's __torch_dispatch__ in one shared wrapper)."""
+    seen = 0
+    while isinstance(getattr(f, "__wrapped__", None), types.FunctionType) and seen < 8:
+        f, seen = getattr(f, "__wrapped__"), seen + 1  # noqa: B009
+    return f
+
+
 def _expand_modules(items: Iterable[Any]) -> list[Any]:
     """A module stands for every function and method defined in it."""
     out: list[Any] = []
@@ -137,7 +145,7 @@ def record(
     and method defined in it.
     """
     rec = Recording()
-    forbid = _expand_modules(forbid)
+    forbid = [_unwrap(f) for f in _expand_modules(forbid)]
     allowed_codes = {getattr(getattr(f, "__func__", f), "__code__", None) for f in allow}
     codes = {f.__code__: _describe(f) for f in forbid if isinstance(f, types.FunctionType)}
     codes.update({getattr(f, "__func__", f).__code__: _describe(f) for f in forbid if isinstance(f, types.MethodType)})
