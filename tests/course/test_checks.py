@@ -498,3 +498,23 @@ def test_copy_count_of_a_watched_answer_and_banning_one_modes_handler(progress: 
     with pytest.raises(CheckFailed, match="which this exercise asks you not to use"):
         with check("99-mode-ban") as c:
             c.watch(uses(_Theirs), forbid=[_Theirs.__torch_dispatch__])(x)
+
+
+def test_secret_predictions_count_wrong_entries_without_naming_them(progress: Path) -> None:
+    expected = {"a": True, "b": False, "c": True}
+    with pytest.raises(CheckFailed) as info:
+        with check("99-secret-dict") as c:
+            c.equal({"a": True, "b": True, "c": False}, expected, what="BLOCKS", secret=True)
+    assert "BLOCKS: 2 of 3 predictions are not right" in str(info.value) and "'b'" not in str(info.value)
+    with check("99-secret-dict-ok") as c:
+        c.equal(dict(expected), expected, what="BLOCKS", secret=True)
+
+
+def test_a_watched_answer_may_run_inside_the_tests_own_mode(progress: Path) -> None:
+    from torchlens_widgets.meters import OpCounter
+
+    with check("99-watched-in-mode") as c:
+        mine = c.watch(lambda t: t * 2, "double")
+        with OpCounter() as counter:
+            mine(torch.ones(3))
+        c.equal(counter.ops["mul"], 1)

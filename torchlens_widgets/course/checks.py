@@ -160,6 +160,21 @@ def strict_mismatch(
     raise TypeError(f"strict_mismatch cannot compare against {te.__name__}; use a plain type or a tensor")
 
 
+def _count_wrong(got: Any, expected: Any, what: str, rel_tol: float, abs_tol: float | None) -> str | None:
+    """For a secret dict or sequence of True/False predictions: how many are wrong, not which (a wrong
+    True/False named is a right answer given away); None for other containers."""
+    if type(expected) is dict and type(got) is dict and set(got) == set(expected):
+        keys: list[Any] = list(expected)
+    elif type(expected) in (list, tuple) and type(got) in (list, tuple) and len(got) == len(expected):
+        keys = list(range(len(expected)))
+    else:
+        return None
+    if not all(type(expected[k]) is bool for k in keys):
+        return None  # naming a wrong number or set is a pointer; naming a wrong True/False is the answer
+    wrong = sum(strict_mismatch(got[k], expected[k], "", rel_tol, abs_tol=abs_tol) is not None for k in keys)
+    return f"{what}: {wrong} of {len(keys)} predictions are not right"
+
+
 def _layout_row(lay: Layout) -> str:
     return f"shape {list(lay.shape)}, stride {list(lay.stride)}, offset {lay.offset}"
 
@@ -233,9 +248,13 @@ class Check:
             if m:
                 self.fail(m, hint)
             return
-        m = strict_mismatch(got, expected, what, rel_tol, show_expected=False, abs_tol=abs_tol)
-        if m:
-            self.fail(m, hint, reveal=strict_mismatch(got, expected, what, rel_tol, abs_tol=abs_tol))
+        full = strict_mismatch(got, expected, what, rel_tol, abs_tol=abs_tol)
+        if full is None:
+            return
+        m = _count_wrong(got, expected, what, rel_tol, abs_tol) or strict_mismatch(
+            got, expected, what, rel_tol, show_expected=False, abs_tol=abs_tol
+        )
+        self.fail(m or full, hint, reveal=full)
 
     def tensor(self, got: Any, what: str = "answer") -> torch.Tensor:
         """Require a plain torch.Tensor (subclasses could lie about their metadata)."""
@@ -340,6 +359,10 @@ class Check:
         banned, banned_calls = frozenset(forbid_aten), tuple(forbid)
 
         def watched(*args: Any, **kwargs: Any) -> Any:
+            with integrity.own_modes():  # a mode the test runs the answer under (a meter) is the test's
+                return observed_call(*args, **kwargs)
+
+        def observed_call(*args: Any, **kwargs: Any) -> Any:
             # functions the test hands to the answer (workloads) are the answer's to call
             handed = [a for a in (*args, *kwargs.values()) if callable(a)]
             handed += [x for a in (*args, *kwargs.values()) if isinstance(a, (list, tuple, dict))
