@@ -42,3 +42,21 @@ def test_the_probe_really_would_write_without_the_guard(tmp_path: Path) -> None:
     code = "import sys; sys.path.insert(0, sys.argv[1]); import probe_checks; probe_checks.test_probe_passes_a_check()"
     subprocess.run([sys.executable, "-c", code, str(PROBES)], cwd=tmp_path, env=env, check=True, timeout=120)
     assert (home / ".local" / "share" / "torchlens-widgets" / "progress.json").exists()
+
+
+@pytest.mark.notebooks
+def test_the_course_runners_redirect_progress_outside_pytest_too(tmp_path: Path) -> None:
+    # the wrong-answer harness and execute_notebook are also run by hand (refreshing outputs, debugging a check)
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHLENS_PROGRESS", "XDG_DATA_HOME")}
+    env["HOME"] = str(home)
+    code = (
+        "from pathlib import Path\n"
+        "from tests.course.wrong_answers import run_wrong_answers\n"
+        "from torchlens_widgets.course.execute import cell_errors, execute_notebook\n"
+        f"nb = Path({str(PROBES / 'probe.ipynb')!r})\n"
+        "assert not cell_errors(execute_notebook(nb).notebook)\n"
+        "run_wrong_answers(nb, {})\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, timeout=300)
+    assert not (home / ".local" / "share" / "torchlens-widgets").exists()

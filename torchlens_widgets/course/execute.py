@@ -6,16 +6,18 @@ told otherwise, so refreshing or testing notebooks never touches a learner's pro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 from nbformat import NotebookNode
 
-__all__ = ["Execution", "execute_notebook", "cell_errors"]
+__all__ = ["Execution", "cell_errors", "execute_notebook", "progress_redirected"]
 
 
 @dataclass
@@ -24,6 +26,23 @@ class Execution:
 
     notebook: NotebookNode
     seconds: float
+
+
+@contextlib.contextmanager
+def progress_redirected(progress_file: Path | None = None) -> Iterator[Path]:
+    """Point the progress store (of this process and the kernels it starts) at `progress_file`, or at a
+    throwaway file, for the block; the learner's real store is never written."""
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(progress_file or Path(tmp) / "progress.json")
+        old = os.environ.get("TORCHLENS_PROGRESS")
+        os.environ["TORCHLENS_PROGRESS"] = str(target)  # inherited by kernel processes
+        try:
+            yield target
+        finally:
+            if old is None:
+                os.environ.pop("TORCHLENS_PROGRESS", None)
+            else:
+                os.environ["TORCHLENS_PROGRESS"] = old
 
 
 def execute_notebook(
@@ -40,27 +59,18 @@ def execute_notebook(
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    with tempfile.TemporaryDirectory() as tmp:
-        env_progress = str(progress_file or Path(tmp) / "progress.json")
-        old = os.environ.get("TORCHLENS_PROGRESS")
-        os.environ["TORCHLENS_PROGRESS"] = env_progress  # inherited by the kernel process
-        try:
-            client = NotebookClient(
-                nb,
-                timeout=timeout,
-                kernel_name=kernel_name,
-                allow_errors=allow_errors,
-                store_widget_state=store_widget_state,
-                resources={"metadata": {"path": str(path.parent.resolve())}},
-            )
-            t0 = time.perf_counter()
-            client.execute()
-            seconds = time.perf_counter() - t0
-        finally:
-            if old is None:
-                os.environ.pop("TORCHLENS_PROGRESS", None)
-            else:
-                os.environ["TORCHLENS_PROGRESS"] = old
+    with progress_redirected(progress_file):
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name=kernel_name,
+            allow_errors=allow_errors,
+            store_widget_state=store_widget_state,
+            resources={"metadata": {"path": str(path.parent.resolve())}},
+        )
+        t0 = time.perf_counter()
+        client.execute()
+        seconds = time.perf_counter() - t0
     return Execution(nb, seconds)
 
 

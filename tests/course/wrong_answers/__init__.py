@@ -18,6 +18,8 @@ from typing import Any
 import nbformat
 from nbformat.v4 import new_code_cell
 
+from torchlens_widgets.course.execute import progress_redirected
+
 __all__ = ["Outcome", "Wrong", "run_wrong_answers", "wrong_answers_for"]
 
 
@@ -101,7 +103,8 @@ def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: in
 
     outcomes: list[Outcome] = []
     reference: dict[str, str] = {}
-    with client.setup_kernel():
+    # the kernel's passes go to a throwaway store, also when this runs outside pytest
+    with progress_redirected(), client.setup_kernel():
         for i, cell in enumerate(nb.cells[:scratch]):
             if cell.cell_type == "code":
                 client.execute_cell(cell, i)
