@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
+import stat
 import sys
 import warnings
 from datetime import datetime
@@ -173,7 +174,9 @@ def test_unwritable_location_warns_once_and_never_raises(tmp_path: Path) -> None
         warnings.simplefilter("error")  # the second failure is silent: warn once, not once per check
         store.record_pass("b", 2, 2)
         ProgressStore(blocker / "sub" / "progress.json").record_pass("c", 1, 1)
-    assert set(store.passed()) == {"a", "b"}  # kept in memory for this session
+    # kept for this session, as the warning says, across store instances (each check makes a new one)
+    assert set(store.passed()) == {"a", "b", "c"}
+    assert set(ProgressStore(blocker / "sub" / "progress.json").passed()) == {"a", "b", "c"}
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root ignores permissions")
@@ -274,3 +277,62 @@ def test_dotted_ids_from_earlier_versions_are_read_as_nbgrader_ids(tmp_path: Pat
     passed = ProgressStore(path).passed()
     assert set(passed) == {"02-strides", "plain"}
     assert passed["02-strides"]["scope"] == "full"
+
+
+def test_dev_null_switches_recording_off_and_is_never_replaced(tmp_path: Path) -> None:
+    before = os.stat(os.devnull)
+    store = ProgressStore(os.devnull)
+    assert store.kind == "off"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # silent: /dev/null is the natural way to switch tracking off
+        store.record_pass("a", 1, 1)
+        assert store.passed() == {}
+        assert store.reset() == 0
+    after = os.stat(os.devnull)
+    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    assert not os.path.exists(os.devnull + ".lock")
+    assert not [p for p in os.listdir(os.path.dirname(os.devnull)) if p.startswith("null.corrupt")]
+
+
+@pytest.mark.parametrize("make", ["fifo", "directory"])
+def test_other_non_regular_paths_are_left_alone(tmp_path: Path, make: str) -> None:
+    path = tmp_path / "progress.json"
+    if make == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    store = ProgressStore(path)
+    assert store.kind == "other"
+    with pytest.warns(RuntimeWarning, match="not a regular file.*kept for this session"):
+        store.record_pass("a", 1, 1)
+    assert set(ProgressStore(path).passed()) == {"a"}
+    assert (stat.S_ISFIFO if make == "fifo" else stat.S_ISDIR)(os.stat(path).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["progress.json"]
+
+
+def test_a_symlink_is_written_through_not_replaced(tmp_path: Path) -> None:
+    real = tmp_path / "real.json"
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    ProgressStore(link).record_pass("a", 1, 1)
+    assert link.is_symlink() and "a" in json.loads(real.read_text())["checks"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[" * 100_000 + "]" * 100_000,
+     '{"version": 1, "checks": {"x": {"points": 1' + "0" * 400 + ', "max_points": 1, "notebook": null, '
+     '"first_passed": "t", "last_passed": "t"}}}'],
+    ids=["deep-nesting", "400-digit-points"],
+)
+def test_pathological_files_are_moved_aside_not_crashing(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.json"
+    path.write_text(text)
+    with pytest.warns(RuntimeWarning, match="unreadable"):
+        assert ProgressStore(path).passed() == {}
+    assert [p.name for p in tmp_path.iterdir() if ".corrupt-" in p.name]
+    from torchlens_widgets.course.cli import main
+
+    path.write_text(text)
+    with pytest.warns(RuntimeWarning):
+        assert main(["progress", "--store", str(path), "--course", str(tmp_path)]) == 0

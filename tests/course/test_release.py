@@ -454,3 +454,22 @@ def test_cli_progress_lists_every_exercise(
 def test_cli_without_command_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "release" in capsys.readouterr().err
+
+
+def test_solution_markdown_attachments_and_null_sources(tmp_path: Path) -> None:
+    answer = new_markdown_cell("![diagram](attachment:answer.png)\n### BEGIN SOLUTION\nthe answer\n### END SOLUTION",
+                               metadata=nbg("why-pic", solution=True))
+    answer["attachments"] = {"answer.png": {"image/png": "SENTINEL_ATTACHMENT"}}
+    prose = new_markdown_cell("![figure](attachment:fig.png)")
+    prose["attachments"] = {"fig.png": {"image/png": "KEEP_ME"}}
+    nb = new_notebook(cells=[answer, prose, new_code_cell("")])
+    raw = json.loads(nbformat.writes(nb))
+    raw["cells"][2]["source"] = None  # hand-edited JSON: nbformat reads it (with a warning), release must not crash
+    src = tmp_path / "null.ipynb"
+    src.write_text(json.dumps(raw))
+    assert release_path(src, tmp_path / "out").written
+    released = nbformat.read(tmp_path / "out" / "null.ipynb", as_version=4)
+    text = json.dumps(released)
+    assert "SENTINEL_ATTACHMENT" not in text and "attachments" not in released.cells[0]
+    assert released.cells[1]["attachments"]["fig.png"]["image/png"] == "KEEP_ME"
+    assert released.cells[2].source == ""

@@ -6,7 +6,9 @@ never erased by a later failure. Each pass says its ``scope``: ``"full"`` when e
 points for sure). Ids written as ``NN.slug`` by earlier versions are read as ``NN-slug``. Writes are atomic (temp file + ``os.replace``) and read-modify-write
 cycles hold an exclusive ``flock`` on a sidecar ``.lock`` file, so several kernels can record at once.
 Nothing here raises into a learner's notebook: a corrupt file is moved aside, an unwritable location
-only warns.
+only warns (and the passes really are kept for the rest of the process). Only a regular file is ever
+read, replaced or moved: ``TORCHLENS_PROGRESS=/dev/null`` (any character device) switches recording
+off, and any other non-regular path (a directory, a FIFO) is left alone.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import math
 import os
 import re
+import stat
 import tempfile
 import warnings
 from collections.abc import Iterator
@@ -39,6 +42,9 @@ _OLD_ID = re.compile(r"^(\d\d)\.(.+)$")  # before nbgrader-valid ids: "02.stride
 
 # Paths we already warned about being unwritable: warn once per path per process, not once per check.
 _warned: set[tuple[str, str]] = set()
+# Passes that could not be saved, per store path: kept for the whole process (every check makes a new
+# ProgressStore, so an instance attribute would forget them at once).
+_SESSION: dict[str, dict[str, dict[str, Any]]] = {}
 
 
 def default_path() -> Path:
@@ -56,7 +62,12 @@ def _now() -> str:
 
 
 def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x) and abs(x) < 1e12  # a 400-digit "points" is not a score
+    except OverflowError:
+        return False
 
 
 def _valid_entry(entry: Any) -> bool:
@@ -81,7 +92,25 @@ class ProgressStore:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path).expanduser() if path is not None else default_path()
         # Passes that could not be saved (unwritable location): still reported for this session.
-        self._unsaved: dict[str, dict[str, Any]] = {}
+        self._unsaved: dict[str, dict[str, Any]] = _SESSION.setdefault(str(self.path), {})
+
+    @property
+    def kind(self) -> str:
+        """"file", "missing", "off" (a character device such as /dev/null: don't record) or "other"."""
+        try:
+            mode = os.stat(self.path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return "missing"
+        except OSError:
+            return "other"
+        if stat.S_ISREG(mode):
+            return "file"
+        return "off" if stat.S_ISCHR(mode) else "other"
+
+    @property
+    def _target(self) -> Path:
+        """Where writes go: through a symlink to its file, never replacing the link or anything else."""
+        return Path(os.path.realpath(self.path)) if self.path.is_symlink() else self.path
 
     def __repr__(self) -> str:
         return f"ProgressStore({str(self.path)!r})"
@@ -109,7 +138,19 @@ class ProgressStore:
         except (TypeError, ValueError) as exc:
             warnings.warn(f"torchlens progress: not recorded: {exc}", RuntimeWarning, stacklevel=2)
             return
+        kind = self.kind
+        if kind == "off":
+            return  # e.g. TORCHLENS_PROGRESS=/dev/null: recording switched off
         now = _now()
+        if kind == "other":
+            self._unsaved[grade_id] = self._merge(self._unsaved.get(grade_id), points, max_points, notebook, now, scope)
+            self._warn_once(
+                "not-a-file",
+                f"torchlens progress: {self.path} is not a regular file, so passes are not saved there (they are "
+                f"kept for this session). Set {ENV_VAR} to a file path to save them, or to /dev/null to switch "
+                "recording off.",
+            )
+            return
         try:
             with self._locked():
                 checks = self._load()
@@ -125,7 +166,7 @@ class ProgressStore:
             self._warn_once(
                 "unwritable",
                 f"torchlens progress: cannot save progress to {self.path} ({type(exc).__name__}: {exc}). "
-                f"Your checks still run, but passes are only kept for this session. Set the {ENV_VAR} "
+                f"Your checks still run and this session keeps its passes, but they are not saved. Set the {ENV_VAR} "
                 f"environment variable to a writable file path (e.g. {ENV_VAR}=/tmp/progress.json) to save them.",
             )
 
@@ -175,7 +216,7 @@ class ProgressStore:
                 checks = {}
             else:
                 on_disk = int(checks.pop(grade_id, None) is not None)
-            if on_disk or (grade_id is None and self.path.exists()):
+            if (on_disk or (grade_id is None and self.path.exists())) and self.kind == "file":
                 self._write(checks)
         return max(removed, on_disk)
 
@@ -226,6 +267,9 @@ class ProgressStore:
     def _locked(self) -> Iterator[None]:
         """Hold an exclusive flock on the sidecar lock file; lock-less where that is impossible."""
         fd = None
+        if self.kind not in ("file", "missing"):  # no sidecar next to /dev/null or a directory
+            yield
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError:
@@ -251,6 +295,8 @@ class ProgressStore:
 
     def _load(self) -> dict[str, dict[str, Any]]:
         """The checks on disk; a corrupt file is moved aside (with a warning) and valid entries kept."""
+        if self.kind != "file":
+            return {}
         try:
             raw = self.path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
@@ -261,6 +307,8 @@ class ProgressStore:
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             data, problem = None, f"not valid JSON ({exc})"
+        except RecursionError:
+            data, problem = None, "nested too deeply to be a progress file"
         if problem is None:
             if not isinstance(data, dict) or not isinstance(data.get("checks"), dict):
                 problem = 'not a {"version": ..., "checks": {...}} object'
@@ -291,13 +339,16 @@ class ProgressStore:
 
     def _move_aside(self, problem: str, kept: int) -> None:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        target = self._target
+        aside = target.with_name(f"{target.name}.corrupt-{stamp}")
         n = 1
         while aside.exists():
-            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+            aside = target.with_name(f"{target.name}.corrupt-{stamp}-{n}")
             n += 1
         try:
-            os.replace(self.path, aside)
+            if not stat.S_ISREG(os.stat(target).st_mode):
+                raise OSError("not a regular file")
+            os.replace(target, aside)
             where = f"moved it to {aside}"
         except OSError as exc:
             where = f"could not move it aside ({exc}); it will be overwritten on the next save"
@@ -309,23 +360,29 @@ class ProgressStore:
         )
 
     def _write(self, checks: dict[str, dict[str, Any]]) -> None:
-        """Atomically replace the file: temp file in the same directory, fsync, ``os.replace``."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Atomically replace the file: temp file in the same directory, fsync, ``os.replace``.
+
+        Only a regular file (or a missing one) is ever replaced: never a device, directory or FIFO.
+        """
+        if self.kind not in ("file", "missing"):
+            raise OSError(f"{self.path} is not a regular file")
+        target = self._target
+        target.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps({"version": FORMAT_VERSION, "checks": checks}, indent=1, sort_keys=True, allow_nan=False)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
             os.chmod(tmp, 0o644)
-            os.replace(tmp, self.path)
+            os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
         with contextlib.suppress(OSError, AttributeError):  # make the rename itself durable (POSIX)
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            dir_fd = os.open(target.parent, os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
             finally:

@@ -152,8 +152,10 @@ def release_notebook(nb: NotebookNode, name: str | None = None) -> NotebookNode:
     for i, cell in enumerate(out.cells):
         meta = _nbgrader(cell)
         grade, solution, locked = bool(meta.get("grade")), bool(meta.get("solution")), bool(meta.get("locked"))
-        if isinstance(cell.source, list):  # tolerate un-normalised sources
-            cell.source = "".join(cell.source)
+        if cell.get("source") is None:  # a null source (hand-edited JSON) is an empty cell
+            cell.source = ""
+        elif isinstance(cell.source, list):  # tolerate un-normalised sources
+            cell.source = "".join(str(line) for line in cell.source)
         source, found_solution = _process_regions(cell, name, i)
         if found_solution and not solution:
             raise ReleaseError(
@@ -165,6 +167,8 @@ def release_notebook(nb: NotebookNode, name: str | None = None) -> NotebookNode:
         if solution and not found_solution:
             source = "\n".join(CODE_STUB if cell.cell_type == "code" else TEXT_STUB)
         cell.source = source
+        if solution:
+            cell.pop("attachments", None)  # a pasted picture in a written answer is part of the answer
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None
