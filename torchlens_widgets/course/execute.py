@@ -17,7 +17,10 @@ from pathlib import Path
 import nbformat
 from nbformat import NotebookNode
 
-__all__ = ["Execution", "cell_errors", "execute_notebook", "progress_redirected"]
+__all__ = ["Execution", "cell_errors", "execute_notebook", "progress_redirected", "static_outputs"]
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_STATIC = ("image/svg+xml", "text/html", "image/png")
 
 
 @dataclass
@@ -74,6 +77,24 @@ def execute_notebook(
     return Execution(nb, seconds)
 
 
+def static_outputs(nb: NotebookNode) -> int:
+    """Keep only the static picture of every widget output, and no saved widget state; returns how many.
+
+    Exporters and viewers prefer a widget view whenever one is present and draw nothing without a live
+    kernel (nbconvert HTML offline, GitHub, JupyterLab after a restart); the static SVG/HTML fallback
+    every widget carries is what a reader without a kernel should see.
+    """
+    nb.metadata.pop("widgets", None)
+    n = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW in data and any(k in data for k in _STATIC):
+                del data[WIDGET_VIEW]
+                n += 1
+    return n
+
+
 def cell_errors(nb: NotebookNode) -> dict[int, str]:
     """Map cell index → exception name for every code cell whose outputs contain an error."""
     out: dict[int, str] = {}
@@ -85,7 +106,9 @@ def cell_errors(nb: NotebookNode) -> dict[int, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m torchlens_widgets.course.execute NB...`: re-execute notebooks in place, printing times."""
+    """`python -m torchlens_widgets.course.execute NB...`: re-execute notebooks in place, printing times.
+
+    Saved outputs keep the widgets' static pictures only (see :func:`static_outputs`)."""
     import argparse
 
     p = argparse.ArgumentParser(description=main.__doc__)
@@ -93,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=int, default=300)
     args = p.parse_args(argv)
     for nb_path in args.notebooks:
-        ex = execute_notebook(nb_path, timeout=args.timeout)
+        ex = execute_notebook(nb_path, timeout=args.timeout, store_widget_state=False)
+        static_outputs(ex.notebook)
         nbformat.write(ex.notebook, nb_path)
         print(f"{nb_path}: {ex.seconds:.1f} s, {nb_path.stat().st_size / 1024:.0f} KiB")
     return 0
