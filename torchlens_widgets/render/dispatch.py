@@ -29,9 +29,10 @@ its subtree, or when `empty_calls` is on and no op filter (text / hide_views / o
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 from typing import Any
+
+from .markup import esc as _esc
 
 __all__ = [
     "DEFAULT_FILTERS",
@@ -323,8 +324,6 @@ def collapse_rows(rows: list[Mapping[str, Any]], collapsed: Any = ()) -> list[Ma
     return out
 
 
-def _esc(s: str) -> str:
-    return html.escape(s, quote=True)
 
 
 _TABLE = 'cellpadding="2" style="border-collapse:collapse;font-family:monospace;font-size:12px;white-space:nowrap"'

@@ -35,13 +35,13 @@ lens's ``total_saved_bytes()``; `stats.activation_nbytes` leaves out leaf storag
 from __future__ import annotations
 
 import hashlib
-import html
 import re
 from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Any
 
 from .graph_layout import layered_layout
+from .markup import esc as _esc
 
 __all__ = ["focus", "collapse_repeats", "grad_graph_model", "grad_graph_svg", "grad_graph_text", "check_graph"]
 
@@ -608,8 +608,6 @@ def _n(v: float) -> str:
     return s[:-2] if s.endswith(".0") else s
 
 
-def _esc(s: str) -> str:
-    return html.escape(s, quote=True)
 
 
 def grad_graph_svg(model: dict[str, Any]) -> str:

@@ -24,10 +24,11 @@ x = left + t * scale (2 decimals); a span's w = max(duration * scale, 1) so zero
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Mapping
 from typing import Any
+
+from .markup import esc as _esc
 
 __all__ = ["display_name", "lanes_model", "lanes_svg", "lanes_text"]
 
@@ -184,8 +185,6 @@ def _model(m: Any) -> Mapping[str, Any]:
     return lanes_model(m)
 
 
-def _esc(s: object) -> str:
-    return html.escape(str(s), quote=True)
 
 
 def _sync_sentence(s: Mapping[str, Any], lane_names: Mapping[int | None, str], times: bool) -> str:

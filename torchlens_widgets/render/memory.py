@@ -37,12 +37,13 @@ Block `state` is "active", "pending" or "free"; `x` is where the event sits on t
 from __future__ import annotations
 
 import bisect
-import html
 import math
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
+
+from .markup import esc as _esc
 
 __all__ = [
     "CATEGORY_COLORS",
@@ -107,8 +108,6 @@ def _n(v: float) -> str:
     return s[:-2] if s.endswith(".0") else s
 
 
-def _esc(s: str) -> str:
-    return html.escape(s, quote=True)
 
 
 def fmt_bytes(n: int) -> str:

@@ -17,13 +17,13 @@ Model schema (version 1), shared with labextension/src/stride/model.ts:
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..layout import Layout
+from .markup import esc as _esc
 
 __all__ = ["TensorView", "stride_model", "stride_svg", "stride_text", "PALETTE"]
 
@@ -300,8 +300,6 @@ def stride_model(
     }
 
 
-def _esc(s: str) -> str:
-    return html.escape(s, quote=True)
 
 
 def stride_svg(model: dict[str, Any]) -> str:
