@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import warnings
 from pathlib import Path
 from typing import Any
@@ -421,3 +422,41 @@ def test_sync_warnings_raised_after_the_op_point_at_the_users_line(monkeypatch) 
 
     (found,) = ae._record_sync_warnings(body, (torch.ones(3),), {})
     assert found.stack[-1].endswith(f":{body.__code__.co_firstlineno + 1}")
+
+
+def test_hostile_trace_files_get_a_trace_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torchlens_widgets.asyncexec as asyncexec
+
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(TraceError, match="not a text trace"):
+        load_trace(binary)
+    whole = gzip.compress(FIXTURE.read_bytes())
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(TraceError, match="damaged gzip"):
+        load_trace(truncated)
+    corrupt = tmp_path / "corrupt.json.gz"
+    corrupt.write_bytes(whole[:10] + b"\x00" * 50 + whole[60:])
+    with pytest.raises(TraceError, match="damaged gzip"):
+        load_trace(corrupt)
+    monkeypatch.setattr(asyncexec, "MAX_TRACE_BYTES", 1 << 20)  # a 4 MiB bomb against a 1 MiB budget
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (4 << 20)))
+    with pytest.raises(TraceError, match="decompresses to over 1 MiB"):
+        load_trace(bomb)
+    with pytest.raises(TraceError, match="nested too deeply"):
+        load_trace("[" * 100_000 + "]" * 100_000)
+
+
+def test_non_finite_times_are_not_times() -> None:
+    doc = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    ref = load_trace(doc)
+    extra = {"ph": "X", "cat": "cpu_op", "name": "aten::bogus", "pid": 4242, "tid": 4242, "ts": "inf", "dur": 5}
+    nan = dict(extra, ts=1716000000010.0, dur=float("nan"))
+    huge = dict(extra, ts=1e400)
+    doc["traceEvents"] += [extra, nan, huge]
+    tl = load_trace(doc)
+    assert all(math.isfinite(v) for s in tl.host for v in (s.start, s.end))
+    assert all(math.isfinite(v) for d in tl.device for v in (d.start, d.end))
+    assert tl.end == ref.end and "aten::bogus" not in [s.label for s in tl.host]

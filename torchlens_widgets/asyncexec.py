@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import io
 import json
+import math
 import os
 import tempfile
 import traceback
 import warnings
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -525,16 +528,14 @@ class _Ev:
 
 
 def _num(v: Any) -> float | None:
+    """A finite number from a trace field, else None ("inf", NaN and 1e400 are not times)."""
     if isinstance(v, bool):
         return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            return float(v)
-        except ValueError:
-            return None
-    return None
+    try:
+        f = float(v) if isinstance(v, (int, float, str)) else None
+    except (ValueError, OverflowError):
+        return None
+    return f if f is not None and math.isfinite(f) else None
 
 
 def _base_call(name: str) -> str:
@@ -553,12 +554,43 @@ def _read_json(source: str | os.PathLike[str] | Mapping[str, Any] | list[Any]) -
         if not path.is_file():
             raise TraceError(f"no trace file at {str(path)!r}; pass the path prof.export_chrome_trace(...) wrote, "
                              "the JSON text, or the parsed dict")
+        if path.stat().st_size > MAX_TRACE_BYTES:
+            raise TraceError(f"{str(path)!r} is over {MAX_TRACE_BYTES >> 20} MiB; export a shorter profile "
+                             "(fewer steps, or a schedule with fewer active steps)")
         raw = path.read_bytes()
-        text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
+        if raw[:2] == b"\x1f\x8b":
+            raw = _gunzip_bounded(raw, str(path))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TraceError(f"{str(path)!r} is not a text trace ({e.reason} at byte {e.start}); expected the JSON "
+                             "(or .json.gz) that prof.export_chrome_trace writes") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise TraceError(f"the trace is not valid JSON ({e}); expected a Chrome trace from prof.export_chrome_trace") from e
+    except RecursionError:
+        raise TraceError("the trace is nested too deeply to be a Chrome trace; expected the JSON that "
+                         "prof.export_chrome_trace writes") from None
+
+
+#: The most a trace file may cost: on disk, and once decompressed (a gzip bomb stops here).
+MAX_TRACE_BYTES = 512 << 20
+
+
+def _gunzip_bounded(raw: bytes, where: str) -> bytes:
+    """Decompress at most MAX_TRACE_BYTES; a truncated or corrupt file is a TraceError, not an EOFError."""
+    out = bytearray()
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
+            while chunk := fh.read(1 << 20):
+                out += chunk
+                if len(out) > MAX_TRACE_BYTES:
+                    raise TraceError(f"{where!r} decompresses to over {MAX_TRACE_BYTES >> 20} MiB; export a "
+                                     "shorter profile")
+    except (EOFError, OSError, zlib.error) as e:
+        raise TraceError(f"{where!r} is a damaged gzip file ({e}); export the trace again") from None
+    return bytes(out)
 
 
 def _events(doc: Any) -> tuple[list[_Ev], dict[tuple[Any, Any], str], dict[str, int]]:
