@@ -596,3 +596,28 @@ def test_the_pictures_totals_are_the_lens_totals() -> None:
     after = grad_graph(*[g.fns[i] for i in g.roots])  # every saved tensor released: nothing is held
     assert any(s.freed and s.nbytes for n in after.nodes for s in n.saved)
     assert grad_graph_model(after.to_dict())["stats"]["saved_nbytes"] == after.total_saved_bytes() == 0
+
+
+@pytest.mark.parametrize("params", ["abc", 5, [1, 2], [("a",)], {"w": "not a tensor"}, torch.ones(2)])
+def test_bad_params_get_the_modules_own_error(params: object) -> None:
+    from torchlens_widgets.autograd import GradGraphError
+
+    y = (torch.randn(3, requires_grad=True) * 2).sum()
+    with pytest.raises(GradGraphError, match="params|names"):
+        grad_graph(y, params=params)  # type: ignore[arg-type]
+    assert issubclass(GradGraphError, TypeError) and issubclass(GradGraphError, ValueError)
+
+
+def test_sparse_and_nested_tensors_give_a_true_picture() -> None:
+    import json
+
+    from torchlens_widgets.render.grad_graph import grad_graph_model, grad_graph_svg
+
+    s = torch.randn(3, 3).to_sparse().requires_grad_()
+    nt = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)], requires_grad=True)
+    for root in ((s * 2).sum(), nt * 2):
+        g = grad_graph(root)
+        data = json.loads(json.dumps(g.to_dict()))
+        assert "<svg" in grad_graph_svg(grad_graph_model(data))
+    leaf = next(n for n in grad_graph(nt * 2).nodes if n.kind == "leaf")
+    assert leaf.shape is None  # a nested tensor has no single shape: said, not invented

@@ -44,6 +44,7 @@ from torch.autograd.graph import Node
 
 __all__ = [
     "BackwardRecording",
+    "GradGraphError",
     "GradEdge",
     "GradGraph",
     "GradNode",
@@ -281,11 +282,35 @@ def _fmt_saved(s: SavedTensorInfo) -> str:
 # ----------------------------------------------------------------------------------------------- walking
 
 
+class GradGraphError(TypeError, ValueError):
+    """grad_graph was given something it cannot walk; the message says what to pass instead."""
+
+
+def _shape(t: torch.Tensor) -> tuple[int, ...] | None:
+    """The shape, or None for tensors without one (nested tensors' components differ)."""
+    try:
+        return tuple(int(n) for n in t.shape)
+    except (RuntimeError, TypeError):
+        return None
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    """Bytes a tensor holds: sparse tensors hold indices and values, nested ones their components."""
+    try:
+        if t.is_sparse:
+            return _nbytes(t._indices()) + _nbytes(t._values())
+        if t.is_nested:
+            return sum(_nbytes(c) for c in t.unbind())
+        return t.numel() * t.element_size()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return 0
+
+
 def _root_node(t: object, k: int) -> Node:
     if isinstance(t, Node):
         return t
     if not isinstance(t, torch.Tensor):
-        raise TypeError(
+        raise GradGraphError(
             f"grad_graph roots must be tensors (or grad_fn nodes); root {k} is a {type(t).__name__}. "
             "Pass the output of a computation, e.g. grad_graph(loss)."
         )
@@ -293,10 +318,15 @@ def _root_node(t: object, k: int) -> Node:
         return t.grad_fn
     if t.requires_grad:  # a leaf: its graph is its AccumulateGrad node alone
         return torch.autograd.graph.get_gradient_edge(t).node
-    raise ValueError(
+    raise GradGraphError(
         f"root {k} has no grad_fn: the tensor does not require grad or was made under torch.no_grad(). "
         "Call .requires_grad_() on a leaf (e.g. the input or the weights) or compute it with grad enabled."
     )
+
+
+def _short(x: object) -> str:
+    r = repr(x)
+    return r if len(r) <= 40 else r[:37] + "..."
 
 
 def _name_map(
@@ -310,17 +340,23 @@ def _name_map(
     elif isinstance(params, Mapping):
         pairs.extend(params.items())
     elif params is not None:
-        pairs.extend(params)
+        how = "params must be a module, a mapping name -> tensor, or (name, tensor) pairs, e.g. params=model"
+        if isinstance(params, (str, bytes, torch.Tensor)) or not isinstance(params, Iterable):
+            raise GradGraphError(f"{how}; got {type(params).__name__}")
+        for item in params:
+            if not (isinstance(item, tuple) and len(item) == 2):
+                raise GradGraphError(f"{how}; got an entry {_short(item)}")
+            pairs.append(item)
     if names is not None:
         if not isinstance(names, Mapping):
-            raise TypeError(f"names must map a name to a tensor, e.g. names={{'x': x}}; got {type(names).__name__}")
+            raise GradGraphError(f"names must map a name to a tensor, e.g. names={{'x': x}}; got {type(names).__name__}")
         pairs.extend(names.items())
     leaves: dict[int, str] = {}
     made: dict[int, str] = {}
     alive: list[Any] = []
     for name, t in pairs:
         if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name!r} names a {type(t).__name__}; params and names must map names to tensors")
+            raise GradGraphError(f"{name!r} names a {type(t).__name__}; params and names must map names to tensors")
         alive.append(t)
         if t.grad_fn is not None:
             alive.append(t.grad_fn)
@@ -383,8 +419,7 @@ def _storage(t: torch.Tensor) -> tuple[tuple[Any, ...], int]:
         st = t.untyped_storage()
         return ("storage", str(t.device), st._cdata), st.nbytes()
     except (NotImplementedError, RuntimeError, TypeError):
-        key = ("tensor", t.data_ptr(), t.dtype, tuple(t.shape), tuple(t.stride()), str(t.device))
-        return key, t.numel() * t.element_size()
+        return ("tensor", id(t), t.dtype, str(t.device)), _nbytes(t)
 
 
 def _alias(fn: Node, name: str, data: torch.Tensor, kind: Kind, unpack: Callable[[], Any]) -> Alias | None:
@@ -460,9 +495,9 @@ def _saved_tensor(
     key, storage_nbytes = _storage(t)
     return SavedTensorInfo(
         name=name,
-        shape=tuple(t.shape),
+        shape=_shape(t),
         dtype=str(t.dtype),
-        nbytes=t.numel() * t.element_size(),
+        nbytes=_nbytes(t),
         freed=False,
         alias=alias,
         packed=packed,
@@ -479,7 +514,7 @@ def _freed(fn: Node, name: str, kind: Kind) -> SavedTensorInfo:
     if name == "result":
         meta = fn._input_metadata  # type: ignore[attr-defined]
         if len(meta) == 1:
-            shape, dtype = tuple(meta[0].shape), str(meta[0].dtype)
+            shape, dtype = _shape(meta[0]), str(meta[0].dtype)
     nbytes = 0 if shape is None or dtype is None else math.prod(shape) * getattr(torch, dtype[6:]).itemsize
     base = name.split("[", 1)[0]
     alias: Alias | None = None
@@ -548,7 +583,7 @@ def grad_graph(
     Function's intermediate). `hooks=False` skips the hook probe (counts reported as 0).
     """
     if not roots:
-        raise TypeError("grad_graph needs at least one root, e.g. grad_graph(loss)")
+        raise GradGraphError("grad_graph needs at least one root, e.g. grad_graph(loss)")
     was_enabled = gc.isenabled()
     gc.disable()  # the walk allocates many small objects and frees none: collections would only cost time
     try:
@@ -611,7 +646,7 @@ def _walk(
         if kind == "leaf":
             var = fn.variable  # type: ignore[attr-defined]
             param = leaf_names.get(id(var), param)
-            shape = tuple(var.shape)
+            shape = _shape(var)
         seq = fn._sequence_nr()  # type: ignore[attr-defined]
         pre, post = _hook_counts(fn) if hooks else (0, 0)
         nodes.append(
