@@ -473,3 +473,67 @@ def test_cpu_profile_without_autograd() -> None:
     assert 16 * 16 * 4 in sizes
     tl = prof.timeline()
     assert tl.peak_allocated >= tl.allocated[-1]
+
+
+def _hostile_snapshots() -> dict[str, object]:
+    import copy
+
+    base = json.loads((Path(__file__).parent / "fixtures" / "memory" / "plain.json").read_text())
+    cases: dict[str, object] = {}
+    for label, field_path, value in [
+        ("nan size", ("segments", 0, "total_size"), float("nan")),
+        ("1e400 size", ("segments", 0, "blocks", 0, "size"), float("inf")),
+        ("string pool id", ("segments", 0, "segment_pool_id"), "pool"),
+        ("list address", ("segments", 0, "address"), [1, 2]),
+        ("negative device", ("segments", 0, "device"), -3),
+        ("dict block", ("segments", 0, "blocks"), {"a": 1}),
+    ]:
+        snap = copy.deepcopy(base)
+        target = snap
+        for key in field_path[:-1]:
+            target = target[key]
+        target[field_path[-1]] = value
+        cases[label] = snap
+    return cases
+
+
+@pytest.mark.parametrize("label", list(_hostile_snapshots()))
+def test_hostile_snapshots_give_snapshot_error_or_a_true_picture(label: str) -> None:
+    snap = _hostile_snapshots()[label]
+    try:
+        loaded = load_snapshot(snap)
+    except SnapshotError as exc:
+        assert "snapshot" in str(exc)
+        return
+    for seg in loaded.segments:  # loaded: every number in the picture is a real, finite one
+        assert isinstance(seg.total_size, int) and seg.total_size >= 0 and seg.device >= 0
+    if label in ("negative device", "list address", "dict block"):
+        assert loaded.notes, "a field that was skipped or replaced is said in the notes"
+
+
+def test_hostile_snapshot_files_and_arguments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gzip
+    import pickle
+
+    import torchlens_widgets.files as files
+
+    good = pickle.dumps(json.loads((Path(__file__).parent / "fixtures" / "memory" / "plain.json").read_text()))
+    for name, data, message in [
+        ("truncated.pickle", good[: len(good) // 2], "damaged pickle"),
+        ("garbage.pickle", b"\x80\x04" + bytes(range(250)), "damaged pickle"),
+        ("truncated.pickle.gz", gzip.compress(good)[:40], "damaged gzip"),
+        ("deep.json", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    ]:
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(SnapshotError, match=message):
+            load_snapshot(path)
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (4 << 20)))
+    with pytest.raises(SnapshotError, match="decompresses to over 1 MiB"):
+        load_snapshot(bomb)
+    for device in (-1, "0", 1.5):
+        with pytest.raises(SnapshotError, match="device must be a CUDA device index"):
+            load_snapshot(json.loads((Path(__file__).parent / "fixtures" / "memory" / "plain.json").read_text()),
+                          device=device)  # type: ignore[arg-type]

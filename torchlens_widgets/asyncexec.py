@@ -24,15 +24,12 @@ caching allocator, and clocks (the model has one exact clock; real host and devi
 from __future__ import annotations
 
 import bisect
-import gzip
-import io
 import json
 import math
 import os
 import tempfile
 import traceback
 import warnings
-import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -40,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from .files import MAX_FILE_BYTES, gunzip_bounded
 
 __all__ = [
     "CudaUnavailableError",
@@ -559,7 +558,7 @@ def _read_json(source: str | os.PathLike[str] | Mapping[str, Any] | list[Any]) -
                              "(fewer steps, or a schedule with fewer active steps)")
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":
-            raw = _gunzip_bounded(raw, str(path))
+            raw = gunzip_bounded(raw, repr(str(path)), TraceError, MAX_TRACE_BYTES)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -574,23 +573,8 @@ def _read_json(source: str | os.PathLike[str] | Mapping[str, Any] | list[Any]) -
                          "prof.export_chrome_trace writes") from None
 
 
-#: The most a trace file may cost: on disk, and once decompressed (a gzip bomb stops here).
-MAX_TRACE_BYTES = 512 << 20
-
-
-def _gunzip_bounded(raw: bytes, where: str) -> bytes:
-    """Decompress at most MAX_TRACE_BYTES; a truncated or corrupt file is a TraceError, not an EOFError."""
-    out = bytearray()
-    try:
-        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
-            while chunk := fh.read(1 << 20):
-                out += chunk
-                if len(out) > MAX_TRACE_BYTES:
-                    raise TraceError(f"{where!r} decompresses to over {MAX_TRACE_BYTES >> 20} MiB; export a "
-                                     "shorter profile")
-    except (EOFError, OSError, zlib.error) as e:
-        raise TraceError(f"{where!r} is a damaged gzip file ({e}); export the trace again") from None
-    return bytes(out)
+#: The most a trace file may cost on disk (decompressed, see files.MAX_FILE_BYTES).
+MAX_TRACE_BYTES = MAX_FILE_BYTES
 
 
 def _events(doc: Any) -> tuple[list[_Ev], dict[tuple[Any, Any], str], dict[str, int]]:

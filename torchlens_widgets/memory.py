@@ -36,7 +36,6 @@ any other output back to ``sys.stderr``, so notebooks stay clean.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -51,6 +50,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
+
+from .files import gunzip_bounded
 
 __all__ = [
     "ACTIONS",
@@ -725,11 +726,22 @@ class _PlainUnpickler(pickle.Unpickler):
 
 def _read_bytes(data: bytes, origin: str) -> Any:
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        data = gunzip_bounded(data, origin, SnapshotError)
     if data[:1] == b"\x80":
-        return _PlainUnpickler(io.BytesIO(data)).load()
+        try:
+            return _PlainUnpickler(io.BytesIO(data)).load()
+        except SnapshotError:
+            raise
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError,
+                RecursionError, MemoryError, OverflowError) as exc:
+            raise SnapshotError(
+                f"{origin} is a damaged pickle ({type(exc).__name__}: {exc}); write the snapshot again with "
+                "torch.cuda.memory._dump_snapshot(path)"
+            ) from None
     try:
         return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise SnapshotError(f"{origin} is nested too deeply to be a memory snapshot") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SnapshotError(
             f"{origin} is neither a pickle nor JSON (optionally gzip-compressed): {exc}. Write snapshots with "
@@ -760,7 +772,19 @@ def load_snapshot(obj: Any, *, device: int | None = None) -> MemorySnapshot:
     if "segments" not in obj and "device_traces" not in obj:
         raise SnapshotError(f"this dict has neither 'segments' nor 'device_traces' (keys: {sorted(map(str, obj))[:10]}); "
                             "it is not a torch.cuda.memory._snapshot() result")
-    return _parse(obj, device)
+    if device is not None and (type(device) is not int or device < 0):
+        raise SnapshotError(f"device must be a CUDA device index (0, 1, ...), got {device!r}")
+    try:
+        return _parse(obj, device)
+    except SnapshotError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+        # a field of the wrong kind deep inside (a NaN size, a string pool id, a nested list where a number
+        # belongs): the snapshot was not written by torch, or was edited
+        raise SnapshotError(
+            f"this snapshot is malformed ({type(exc).__name__}: {exc}); load one written by "
+            "torch.cuda.memory._dump_snapshot or the dict torch.cuda.memory._snapshot() returns"
+        ) from None
 
 
 def _parse(raw: Mapping[str, Any], device: int | None) -> MemorySnapshot:
@@ -780,6 +804,10 @@ def _parse(raw: Mapping[str, Any], device: int | None) -> MemorySnapshot:
             notes.append("no 'device_traces': history was not recorded (record with start_recording())")
         traces_raw = []
     segs_all = [s for s in (_parse_segment(x, k, notes) for k, x in enumerate(seg_raw)) if s is not None]
+    negative = [s for s in segs_all if s.device < 0]
+    if negative:
+        notes.append(f"{len(negative)} segment(s) name a negative device; skipped")
+        segs_all = [s for s in segs_all if s.device >= 0]
     with_events = [d for d, t in enumerate(traces_raw) if isinstance(t, list) and t]
     devices = sorted({s.device for s in segs_all} | set(with_events))
     if device is None:
