@@ -497,14 +497,21 @@ class check:
         p = self.c.points
         return f"{p:g} point{'s' if p != 1 else ''}"
 
-    def __enter__(self) -> Check:
+    def _failure(self, message: str) -> CheckFailed:
+        failure = CheckFailed(f"{self.c.grade_id}: {message}")
+        failure.summary = f"{self.c.grade_id} failed, 0/{self._points()}"
+        return failure
+
+    def _fail_if_tampered(self) -> None:
         found = integrity.tampering()
         if found:
-            self._report_failure(_tamper_message(found))
+            message = _tamper_message(found)
+            self._report_failure(message)
             _FAILURES[self.c.grade_id] += 1
-            failure = CheckFailed(f"{self.c.grade_id}: {_tamper_message(found)}")
-            failure.summary = f"{self.c.grade_id} failed, 0/{self._points()}"
-            raise failure
+            raise self._failure(message)
+
+    def __enter__(self) -> Check:
+        self._fail_if_tampered()
         return self.c
 
     def __exit__(
@@ -512,13 +519,7 @@ class check:
     ) -> Literal[False]:
         c = self.c
         if exc is None:
-            found = integrity.tampering()
-            if found:
-                self._report_failure(_tamper_message(found))
-                _FAILURES[c.grade_id] += 1
-                failure = CheckFailed(f"{c.grade_id}: {_tamper_message(found)}")
-                failure.summary = f"{c.grade_id} failed, 0/{self._points()}"
-                raise failure
+            self._fail_if_tampered()
             scope = _scope_of(self._cell)
             ProgressStore().record_pass(c.grade_id, c.points, c.points, notebook=c.notebook, scope=scope)
             ok = "var(--jp-success-color0, #1a7f37)"
@@ -559,13 +560,10 @@ class check:
         self._report_failure(message)
         if not not_done:  # hints move on with real attempts only
             _FAILURES[c.grade_id] += 1
-        summary = f"{c.grade_id} failed, 0/{self._points()}"
         if isinstance(exc, CheckFailed):
-            exc.summary = summary
+            exc.summary = self._failure(message).summary
             return False
-        failure = CheckFailed(f"{c.grade_id}: {message}")
-        failure.summary = summary
-        raise failure from None
+        raise self._failure(message) from None
 
     def _report_failure(self, message: str) -> None:
         c = self.c
