@@ -425,7 +425,7 @@ def test_sync_warnings_raised_after_the_op_point_at_the_users_line(monkeypatch) 
 
 
 def test_hostile_trace_files_get_a_trace_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import torchlens_widgets.asyncexec as asyncexec
+    import torchlens_widgets.files as files
 
     binary = tmp_path / "binary.json"
     binary.write_bytes(bytes(range(256)) * 4)
@@ -440,7 +440,7 @@ def test_hostile_trace_files_get_a_trace_error(tmp_path: Path, monkeypatch: pyte
     corrupt.write_bytes(whole[:10] + b"\x00" * 50 + whole[60:])
     with pytest.raises(TraceError, match="damaged gzip"):
         load_trace(corrupt)
-    monkeypatch.setattr(asyncexec, "MAX_TRACE_BYTES", 1 << 20)  # a 4 MiB bomb against a 1 MiB budget
+    monkeypatch.setattr(files, "MAX_FILE_BYTES", 1 << 20)  # a 4 MiB bomb against a 1 MiB budget
     bomb = tmp_path / "bomb.json.gz"
     bomb.write_bytes(gzip.compress(b" " * (4 << 20)))
     with pytest.raises(TraceError, match="decompresses to over 1 MiB"):

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from .files import MAX_FILE_BYTES, gunzip_bounded
+from .files import read_bounded
 
 __all__ = [
     "CudaUnavailableError",
@@ -553,12 +553,7 @@ def _read_json(source: str | os.PathLike[str] | Mapping[str, Any] | list[Any]) -
         if not path.is_file():
             raise TraceError(f"no trace file at {str(path)!r}; pass the path prof.export_chrome_trace(...) wrote, "
                              "the JSON text, or the parsed dict")
-        if path.stat().st_size > MAX_TRACE_BYTES:
-            raise TraceError(f"{str(path)!r} is over {MAX_TRACE_BYTES >> 20} MiB; export a shorter profile "
-                             "(fewer steps, or a schedule with fewer active steps)")
-        raw = path.read_bytes()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gunzip_bounded(raw, repr(str(path)), TraceError, MAX_TRACE_BYTES)
+        raw = read_bounded(path, repr(str(path)), TraceError)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -572,9 +567,6 @@ def _read_json(source: str | os.PathLike[str] | Mapping[str, Any] | list[Any]) -
         raise TraceError("the trace is nested too deeply to be a Chrome trace; expected the JSON that "
                          "prof.export_chrome_trace writes") from None
 
-
-#: The most a trace file may cost on disk (decompressed, see files.MAX_FILE_BYTES).
-MAX_TRACE_BYTES = MAX_FILE_BYTES
 
 
 def _events(doc: Any) -> tuple[list[_Ev], dict[tuple[Any, Any], str], dict[str, int]]:

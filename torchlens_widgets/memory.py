@@ -51,7 +51,7 @@ from typing import Any, Literal
 
 import torch
 
-from .files import gunzip_bounded
+from .files import gunzip_bounded, read_bounded
 
 __all__ = [
     "ACTIONS",
@@ -763,7 +763,7 @@ def load_snapshot(obj: Any, *, device: int | None = None) -> MemorySnapshot:
         if not path.is_file():
             raise SnapshotError(f"no snapshot file at {str(path)!r}; pass a path written by "
                                 "torch.cuda.memory._dump_snapshot, or the dict itself")
-        obj = _read_bytes(path.read_bytes(), repr(str(path)))
+        obj = _read_bytes(read_bounded(path, repr(str(path)), SnapshotError), repr(str(path)))
     elif isinstance(obj, (bytes, bytearray)):
         obj = _read_bytes(bytes(obj), "these bytes")
     if not isinstance(obj, Mapping):
