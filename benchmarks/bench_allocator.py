@@ -12,7 +12,7 @@ import random
 import time
 from typing import Any
 
-from torchlens_widgets.allocator import replay
+from torchlens_widgets.lenses.allocator import replay
 
 
 def synthetic_trace(n_events: int, seed: int = 0) -> list[dict[str, Any]]:

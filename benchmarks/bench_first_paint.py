@@ -49,7 +49,7 @@ def grad_graph_cases() -> list[tuple[str, str, dict[str, Any]]]:
     from bench_grad_graph import deep_model
     from models import gpt2_small
 
-    from torchlens_widgets.autograd import grad_graph, record_backward
+    from torchlens_widgets.lenses.autograd import grad_graph, record_backward
     from torchlens_widgets.render.grad_graph import grad_graph_model
 
     model, x = gpt2_small()
@@ -112,7 +112,7 @@ def memory_cases() -> list[tuple[str, str, dict[str, Any]]]:
     """The memory timeline of a synthetic 100,000-event trace (target: first paint ≤ 1.5 s)."""
     from bench_memory import synthetic_trace
 
-    from torchlens_widgets.memory import load_snapshot
+    from torchlens_widgets.lenses.memory import load_snapshot
     from torchlens_widgets.render.memory import memory_model
 
     model = memory_model(load_snapshot(synthetic_trace(100_000)))

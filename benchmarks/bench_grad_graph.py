@@ -97,7 +97,7 @@ def lens_rows() -> None:
     try:
         import torch
 
-        from torchlens_widgets.autograd import grad_graph
+        from torchlens_widgets.lenses.autograd import grad_graph
     except ImportError as err:  # the autograd lens is optional for this benchmark
         print(f"(lens rows skipped: {err})")
         return

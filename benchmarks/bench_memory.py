@@ -57,7 +57,7 @@ def _timed(fn: Any) -> tuple[Any, float]:
 
 
 def main() -> None:
-    from torchlens_widgets.memory import load_snapshot
+    from torchlens_widgets.lenses.memory import load_snapshot
     from torchlens_widgets.render.memory import event_explanations, memory_model, memory_state_model
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else N_EVENTS
@@ -81,9 +81,9 @@ def main() -> None:
     print(f"{'payload: model JSON (target ≤ 3 MB)':<46} {payload / 1024:>9.0f} KB  ({len(model['bands'])} bands)")
     print(f"{'one selected event: state panel':<46} {t_state * 1000:>9.0f} ms, {len(json.dumps(state)) / 1024:.0f} KB")
     try:
-        from torchlens_widgets.allocator import replay
+        from torchlens_widgets.lenses.allocator import replay
     except ImportError:
-        print("simulator: torchlens_widgets.allocator.replay is not available")
+        print("simulator: torchlens_widgets.lenses.allocator.replay is not available")
     else:
         trace = raw["device_traces"][0]
         sim, t_sim = _timed(lambda: replay(trace))

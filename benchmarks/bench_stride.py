@@ -13,7 +13,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from timing import best_of
 
-from torchlens_widgets.layout import layout, read_storage
+from torchlens_widgets.lenses.layout import layout, read_storage
 from torchlens_widgets.render.stride import TensorView, stride_model, stride_svg
 
 

@@ -2,7 +2,7 @@
 
 Each scenario runs in a fresh process-level state (empty_cache + reset), records with torch's own
 `torch.cuda.memory._record_memory_history`, and writes `torchlens_widgets/data/snapshots/<name>.pickle.gz`
-(frames dropped to keep them small). tests/test_allocator_real_traces.py replays every file found
+(frames dropped to keep them small). tests/lenses/test_allocator_real_traces.py replays every file found
 there and requires an exact match; without files it skips and says why.
 Run: python tools/record_snapshots.py [--out DIR]
 """

@@ -4,10 +4,10 @@ Lenses turn runtime state into plain data (`layout`), widgets draw it live (`str
 and `torchlens_widgets.course` checks exercises.
 """
 
-from .autograd import grad_graph, record_backward
-from .dispatch import DispatchTrace, DispatchTraceError, dispatch_trace
-from .layout import Layout, LayoutError, layout, shares_storage, storage_index
-from .memory import load_snapshot, profile_memory
+from .lenses.autograd import grad_graph, record_backward
+from .lenses.dispatch import DispatchTrace, DispatchTraceError, dispatch_trace
+from .lenses.layout import Layout, LayoutError, layout, shares_storage, storage_index
+from .lenses.memory import load_snapshot, profile_memory
 
 __version__ = "0.1.0"
 

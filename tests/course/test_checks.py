@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torchlens_widgets.course import CheckFailed, check, strict_mismatch
 from torchlens_widgets.course.checks import _FAILURES, REVEAL_AFTER
 from torchlens_widgets.course.markers import HIDDEN_PLACEHOLDER, STUB_MESSAGE
-from torchlens_widgets.layout import Layout, layout
+from torchlens_widgets.lenses.layout import Layout, layout
 
 
 class AlwaysEqual:
@@ -396,7 +396,7 @@ def test_bad_check_arguments() -> None:
 
 
 def test_patching_the_package_or_the_check_api_is_tampering(progress: Path) -> None:
-    import torchlens_widgets.allocator as allocator
+    import torchlens_widgets.lenses.allocator as allocator
     from torchlens_widgets.course.checks import Check
 
     original = Check.equal
@@ -405,7 +405,7 @@ def test_patching_the_package_or_the_check_api_is_tampering(progress: Path) -> N
     with pytest.raises(CheckFailed, match=r"Check.equal was replaced.*counterfactual was replaced|counterfactual was replaced.*Check.equal was replaced"):
         with check("99-patched-package") as c:
             c.equal(1, 2)
-    assert Check.equal is original and allocator.counterfactual.__module__ == "torchlens_widgets.allocator"
+    assert Check.equal is original and allocator.counterfactual.__module__ == "torchlens_widgets.lenses.allocator"
 
 
 def test_a_watched_answer_may_not_call_the_test_cells_own_helpers(progress: Path) -> None:
@@ -428,10 +428,10 @@ def test_an_int_answer_must_be_an_int() -> None:
 def test_patching_the_layout_module_behind_the_reexported_function_is_tampering(progress: Path) -> None:
     import sys
 
-    lay = sys.modules["torchlens_widgets.layout"]
+    lay = sys.modules["torchlens_widgets.lenses.layout"]
     original = lay.storage_index
     lay.storage_index = lambda *a, **k: 0  # type: ignore[assignment]
-    with pytest.raises(CheckFailed, match=r"torchlens_widgets.layout.storage_index was replaced"):
+    with pytest.raises(CheckFailed, match=r"torchlens_widgets.lenses.layout.storage_index was replaced"):
         with check("99-patched-layout") as c:
             c.equal(1, 1)
     assert lay.storage_index is original
@@ -445,11 +445,11 @@ def test_workloads_handed_to_the_answer_may_be_called_and_modules_can_be_forbidd
         "with check('99-workload') as c:\n"
         "    mine = c.watch(count_calls, 'count_calls')\n"
         "    c.equal(mine(_work), 1)\n"
-        "    c.watch(lens_user, forbid=[sys.modules['torchlens_widgets.layout']])(torch.ones(2))\n"
+        "    c.watch(lens_user, forbid=[sys.modules['torchlens_widgets.lenses.layout']])(torch.ones(2))\n"
     )
     ns: dict[str, Any] = {"check": check, "torch": torch, "sys": sys}
     exec(compile("def count_calls(fn):\n    fn()\n    return 1\n"
-                 "def lens_user(t):\n    from torchlens_widgets.layout import storage_index\n"
+                 "def lens_user(t):\n    from torchlens_widgets.lenses.layout import storage_index\n"
                  "    return storage_index((0,), (1,), 0)\n", "<answer-cell-4>", "exec"), ns)
     with pytest.raises(CheckFailed, match=r"lens_user called storage_index"):
         exec(compile(test_cell, "<test-cell-4>", "exec"), ns)
@@ -463,11 +463,11 @@ def test_relative_error_can_be_purely_relative() -> None:
 
 
 def test_patching_a_method_of_a_package_class_is_tampering(progress: Path) -> None:
-    from torchlens_widgets.asyncexec import StreamSim
+    from torchlens_widgets.lenses.asyncexec import StreamSim
 
     original = StreamSim.__dict__["launch"]
     StreamSim.launch = lambda self, *a, **k: None  # type: ignore[method-assign]
-    with pytest.raises(CheckFailed, match=r"torchlens_widgets.asyncexec.StreamSim.launch was replaced"):
+    with pytest.raises(CheckFailed, match=r"torchlens_widgets.lenses.asyncexec.StreamSim.launch was replaced"):
         with check("99-patched-class") as c:
             c.equal(1, 1)
     assert StreamSim.__dict__["launch"] is original
@@ -511,7 +511,7 @@ def test_secret_predictions_count_wrong_entries_without_naming_them(progress: Pa
 
 
 def test_a_watched_answer_may_run_inside_the_tests_own_mode(progress: Path) -> None:
-    from torchlens_widgets.meters import OpCounter
+    from torchlens_widgets.lenses.meters import OpCounter
 
     with check("99-watched-in-mode") as c:
         mine = c.watch(lambda t: t * 2, "double")

@@ -52,7 +52,7 @@ def fixture_program() -> Any:
     import torch
     from torch import nn
 
-    from torchlens_widgets.dispatch import dispatch_trace
+    from torchlens_widgets.lenses.dispatch import dispatch_trace
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 3), nn.ReLU())

@@ -309,7 +309,7 @@ def test_gpt2_sized_svg_stays_small() -> None:
 
 
 def test_bytes_read_in_binary_units_like_the_lens_summary() -> None:
-    from torchlens_widgets.autograd import _fmt_bytes as lens_fmt
+    from torchlens_widgets.lenses.autograd import _fmt_bytes as lens_fmt
     from torchlens_widgets.render.grad_graph import _fmt_bytes as render_fmt
 
     cases = {0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 1536: "1.5 KiB", 5 * 1024**2: "5.0 MiB", 3 * 1024**3: "3.0 GiB"}

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from torchlens_widgets.autograd import GradGraph, grad_graph, record_backward
+from torchlens_widgets.lenses.autograd import GradGraph, grad_graph, record_backward
 from torchlens_widgets.render.grad_graph import grad_graph_model, grad_graph_svg
 from torchlens_widgets.widgets.grad_graph import node_details
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torchlens_widgets.asyncexec import StreamSim, load_trace
+from torchlens_widgets.lenses.asyncexec import StreamSim, load_trace
 from torchlens_widgets.render.lanes import LEFT, RIGHT, display_name, lanes_model, lanes_svg, lanes_text
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lanes" / "step_trace.json"

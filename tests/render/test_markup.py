@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from torchlens_widgets import grad_graph, layout
-from torchlens_widgets.asyncexec import StreamSim
+from torchlens_widgets.lenses.asyncexec import StreamSim
 from torchlens_widgets.render.grad_graph import grad_graph_model, grad_graph_svg
 from torchlens_widgets.render.lanes import lanes_svg
 from torchlens_widgets.render.markup import esc

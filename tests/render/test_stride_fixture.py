@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from torchlens_widgets.layout import layout, read_storage
+from torchlens_widgets.lenses.layout import layout, read_storage
 from torchlens_widgets.render.stride import TensorView, stride_model, stride_svg
 
 FIXTURES = Path(__file__).resolve().parents[2] / "labextension" / "test" / "fixtures"

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import torch
 
-from torchlens_widgets.layout import layout, read_storage
+from torchlens_widgets.lenses.layout import layout, read_storage
 from torchlens_widgets.render.stride import TensorView, stride_model, stride_svg, stride_text
 
 

@@ -23,7 +23,7 @@ def trace():  # type: ignore[no-untyped-def]
 
 
 def test_mimebundle_carries_widget_html_and_plain_text(trace) -> None:  # type: ignore[no-untyped-def]
-    w = trace.show()
+    w = dispatch_widget(trace)
     assert isinstance(w, DispatchTraceWidget)
     data, _ = w._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data

@@ -9,7 +9,7 @@ import torch
 import traitlets
 from torch import nn
 
-from torchlens_widgets.autograd import grad_graph, record_backward
+from torchlens_widgets.lenses.autograd import grad_graph, record_backward
 from torchlens_widgets.render.grad_graph import grad_graph_svg, grad_graph_text
 from torchlens_widgets.widgets.grad_graph import GradGraphWidget, node_details, show_grad_graph
 

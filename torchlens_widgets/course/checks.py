@@ -26,8 +26,8 @@ from typing import Any, Literal
 
 import torch
 
-from ..copies import CopyReport, kernel_copies, record_copies
-from ..layout import Layout, LayoutError, layout
+from ..lenses.copies import CopyReport, kernel_copies, record_copies
+from ..lenses.layout import Layout, LayoutError, layout
 from . import integrity
 from .markers import HIDDEN_PLACEHOLDER, STUB_MESSAGE
 from .progress import ProgressStore
@@ -416,7 +416,7 @@ def _tamper_message(found: list[str]) -> str:
 
 
 def _side_by_side(expected: torch.Tensor, got: torch.Tensor) -> str:
-    from ..layout import read_storage
+    from ..lenses.layout import read_storage
     from ..render.stride import TensorView, stride_model, stride_svg
 
     parts = []
@@ -578,12 +578,12 @@ class check:
 
 def _protect_package() -> None:
     """The lenses and this module are what test cells trust: patching them is tampering too."""
-    from .. import allocator, asyncexec, autograd, copies, dispatch, memory, meters, timing  # noqa: F401 - load them
+    from ..lenses import allocator, asyncexec, autograd, copies, dispatch, memory, meters, timing  # noqa: F401 - load them
 
     package = __name__.rsplit(".", 2)[0]
     # by module name: the package re-exports a function called `layout`, which shadows the module attribute
     for name in ("allocator", "asyncexec", "autograd", "copies", "dispatch", "layout", "memory", "meters", "timing"):
-        module = sys.modules[f"{package}.{name}"]
+        module = sys.modules[f"{package}.lenses.{name}"]
         integrity.protect(module.__name__, module)
     integrity.protect(package, sys.modules[package])
     integrity.protect(__name__, sys.modules[__name__])

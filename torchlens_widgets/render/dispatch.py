@@ -5,7 +5,7 @@ by its nested calls and aten ops in execution order. `filter_model` applies the 
 the browser (labextension/src/dispatch/model.ts) implements the very same filter, and a fixture
 test pins the two together. No torch imports here.
 
-Input: the lens dict (`kind: "dispatch_trace"`, see torchlens_widgets.dispatch.DispatchTrace.to_dict).
+Input: the lens dict (`kind: "dispatch_trace"`, see torchlens_widgets.lenses.dispatch.DispatchTrace.to_dict).
 
 Model schema (version 1), shared with labextension/src/dispatch/model.ts:
   {kind: "dispatch", version: 1,
@@ -306,6 +306,11 @@ def dispatch_text(model: Mapping[str, Any], max_lines: int = 200) -> str:
         lines += [f"  {c['count']:>5}  {c['name']}{'  (copy)' if c['copy'] else ''}" for c in model["counts"]]
     lines += ["note: " + n for n in model["notes"]]
     return "\n".join(lines)
+
+
+def dispatch_summary(trace: Any, max_lines: int = 200) -> str:
+    """Deterministic text of a finished trace (or its to_dict()): the call tree with its ops, then counts."""
+    return dispatch_text(dispatch_model(trace, empty_calls=True), max_lines=max_lines)
 
 
 def collapse_rows(rows: list[Mapping[str, Any]], collapsed: Any = ()) -> list[Mapping[str, Any]]:

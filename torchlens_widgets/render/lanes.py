@@ -5,7 +5,7 @@ lane (green running, red blocked, each blocked stretch named by the sync that ca
 lane per device stream. `lanes_svg` and `lanes_text` render that dict; a widget can draw the very
 same dict. No torch imports here.
 
-Input: the lens dict (`kind: "async_lanes"`, see torchlens_widgets.asyncexec.Lanes.to_dict) or a
+Input: the lens dict (`kind: "async_lanes"`, see torchlens_widgets.lenses.asyncexec.Lanes.to_dict) or a
 `Lanes` object.
 
 Model schema (version 1):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..layout import Layout
+from ..lenses.layout import Layout
 from .markup import esc as _esc
 
 __all__ = ["TensorView", "stride_model", "stride_svg", "stride_text", "PALETTE"]

@@ -100,7 +100,7 @@ def dispatch_widget(
     if not (isinstance(trace, Mapping) or callable(getattr(trace, "to_dict", None))):
         raise TypeError(
             "dispatch_widget needs a finished dispatch trace: `with torchlens_widgets.dispatch_trace() as tr: ...` "
-            f"then dispatch_widget(tr) (or tr.show()); got {type(trace).__name__}"
+            f"then dispatch_widget(tr); got {type(trace).__name__}"
         )
     unknown = set(filters) - set(DEFAULT_FILTERS)
     if unknown:

@@ -17,7 +17,7 @@ import traitlets as t
 from torch import nn
 from torch.autograd.graph import Node
 
-from ..autograd import BackwardRecording, GradGraph, grad_graph
+from ..lenses.autograd import BackwardRecording, GradGraph, grad_graph
 from ..render.grad_graph import grad_graph_model, grad_graph_svg, grad_graph_text
 from ._base import FallbackWidget, bundle
 

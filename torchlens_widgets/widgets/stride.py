@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import traitlets as t
 
-from ..layout import base_index, layout, read_storage
+from ..lenses.layout import base_index, layout, read_storage
 from ..render.stride import TensorView, stride_model, stride_svg, stride_text
 from ._base import FallbackWidget, bundle
 

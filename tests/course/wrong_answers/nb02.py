@@ -122,7 +122,7 @@ def storage_position(index, shape, stride, offset):
 ''', expect="return a plain int"),
         Wrong("replaces the lens, then calls the real one", '''
 import sys
-_mod = sys.modules["torchlens_widgets.layout"]
+_mod = sys.modules["torchlens_widgets.lenses.layout"]
 _real = _mod.storage_index
 _mod.storage_index = lambda *a, **k: 0
 
@@ -178,7 +178,7 @@ shares_a = _Yes()
 ''', expect="answer with a set of names", gaming=True),
         Wrong("patches shares_storage", '''
 import sys
-sys.modules["torchlens_widgets.layout"].shares_storage = lambda a, b: True
+sys.modules["torchlens_widgets.lenses.layout"].shares_storage = lambda a, b: True
 shares_a = set(VIEW_QUIZ)
 ''', expect="shares_storage was replaced", gaming=True),
         Wrong("patches the checker's layout reader", '''

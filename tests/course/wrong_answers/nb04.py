@@ -209,7 +209,7 @@ def predict_keys(t):
     return {n.strip() for n in text[text.index("(") + 1:text.rindex(")")].split(",") if n.strip()}
 ''', expect="which this exercise asks you not to use", gaming=True),
         Wrong("reads the lens's captured copy", _RIGHT_A + '''
-from torchlens_widgets.dispatch import _dispatch_keys as _captured, _key_names as _names
+from torchlens_widgets.lenses.dispatch import _dispatch_keys as _captured, _key_names as _names
 
 
 def predict_keys(t):

@@ -241,7 +241,7 @@ def engine_order(root):
     return order
 ''', expect="not a node of this graph"),
         Wrong("runs backward with the lens's recorder", '''
-from torchlens_widgets.autograd import grad_graph as _gg, record_backward as _rb
+from torchlens_widgets.lenses.autograd import grad_graph as _gg, record_backward as _rb
 
 
 def engine_order(root):

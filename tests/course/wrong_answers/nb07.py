@@ -134,7 +134,7 @@ counterfactual = lambda *args, **kwargs: {"ooms": 0, "reserved_peak": 0}
 MY_SETTINGS = {}
 ''', expect="still ran out of memory", gaming=True),
         Wrong("patches the package's counterfactual", '''
-import torchlens_widgets.allocator as _alloc
+import torchlens_widgets.lenses.allocator as _alloc
 _alloc.counterfactual = lambda *args, **kwargs: {"ooms": 0, "reserved_peak": 0}
 MY_SETTINGS = {}
 ''', expect="was replaced", gaming=True),

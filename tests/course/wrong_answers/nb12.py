@@ -117,7 +117,7 @@ def lean_forward(mlp, x):
         return mlp(x)
 ''', expect="stepped outside what this check can observe", gaming=True),
         Wrong("patches the package's held_after_forward", '''
-import torchlens_widgets.meters as _meters
+import torchlens_widgets.lenses.meters as _meters
 _meters.held_after_forward = lambda fn, *args: (fn(*args), 0)
 
 

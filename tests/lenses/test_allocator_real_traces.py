@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from torchlens_widgets.allocator import replay
-from torchlens_widgets.memory import load_snapshot
+from torchlens_widgets.lenses.allocator import replay
+from torchlens_widgets.lenses.memory import load_snapshot
 
-SNAPSHOTS = sorted((Path(__file__).parents[1] / "torchlens_widgets" / "data" / "snapshots").glob("*.pickle.gz"))
+SNAPSHOTS = sorted((Path(__file__).parents[2] / "torchlens_widgets" / "data" / "snapshots").glob("*.pickle.gz"))
 
 
 def test_recorded_snapshots_are_present_or_the_reason_is_given() -> None:
@@ -68,7 +68,7 @@ def test_simulator_replays_a_real_recording_exactly(path: Path) -> None:
 
 def test_the_comparison_itself_on_a_simulator_made_recording(tmp_path: Path) -> None:
     """Exercise the comparator in CI: a recording the simulator made must replay exactly; a changed one must not."""
-    from torchlens_widgets.allocator import CachingAllocatorSim
+    from torchlens_widgets.lenses.allocator import CachingAllocatorSim
 
     mib = 1 << 20
     sim = CachingAllocatorSim()

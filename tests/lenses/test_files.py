@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import torchlens_widgets.files as files
+import torchlens_widgets.lenses.files as files
 
 
 class _Err(ValueError):

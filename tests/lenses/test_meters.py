@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from torchlens_widgets.meters import OpCounter, SavedMeter, held_after_forward, storage_of
-from torchlens_widgets.timing import best_ms, one_thread
+from torchlens_widgets.lenses.meters import OpCounter, SavedMeter, held_after_forward, storage_of
+from torchlens_widgets.lenses.timing import best_ms, one_thread
 
 
 def test_saved_meter_counts_each_storage_once() -> None:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from torchlens_widgets.autograd import GradGraph, grad_graph, record_backward
+from torchlens_widgets.lenses.autograd import GradGraph, grad_graph, record_backward
 
 # ------------------------------------------------------------------------------ hand-walked ground truth
 
@@ -600,7 +600,7 @@ def test_the_pictures_totals_are_the_lens_totals() -> None:
 
 @pytest.mark.parametrize("params", ["abc", 5, [1, 2], [("a",)], {"w": "not a tensor"}, torch.ones(2)])
 def test_bad_params_get_the_modules_own_error(params: object) -> None:
-    from torchlens_widgets.autograd import GradGraphError
+    from torchlens_widgets.lenses.autograd import GradGraphError
 
     y = (torch.randn(3, requires_grad=True) * 2).sum()
     with pytest.raises(GradGraphError, match="params|names"):

@@ -88,7 +88,7 @@ class AtenOp:
     inputs: tuple[TensorMeta, ...]
     outputs: tuple[TensorMeta, ...]
     call: int | None  # index into DispatchTrace.calls, None when no Python-level call was active
-    is_copy: bool  # clone / _to_copy / copy_ (torchlens_widgets.copies.COPY_OPS)
+    is_copy: bool  # clone / _to_copy / copy_ (torchlens_widgets.lenses.copies.COPY_OPS)
     keys: tuple[str, ...]  # union of the inputs' key sets, highest priority first
     remaining: tuple[str, ...]  # dispatch keys still to run below the Python key, highest first
     error: str | None = None  # exception type name if the op raised
@@ -388,18 +388,13 @@ class DispatchTrace:
             ],
         }
 
-    def summary(self, max_lines: int = 200) -> str:
-        """Deterministic text: the call tree with its aten ops, then counts by overload."""
-        self._check_finished("summary()")
-        from .render.dispatch import dispatch_model, dispatch_text
-
-        return dispatch_text(dispatch_model(self.to_dict(), empty_calls=True), max_lines=max_lines)
-
-    def show(self, **filters: Any) -> Any:
-        """The live widget (see torchlens_widgets.widgets.dispatch.dispatch_widget)."""
-        from .widgets.dispatch import dispatch_widget
-
-        return dispatch_widget(self, **filters)
+    def __getattr__(self, name: str) -> Any:
+        # the lens draws nothing: its pictures and text live in render/ and widgets/
+        if name in ("show", "summary"):
+            where = ("torchlens_widgets.dispatch_widget(tr)" if name == "show"
+                     else "print(torchlens_widgets.render.dispatch.dispatch_summary(tr))")
+            raise AttributeError(f"a DispatchTrace holds data only; for its {name} use {where}")
+        raise AttributeError(f"'DispatchTrace' object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         if not self.finished:

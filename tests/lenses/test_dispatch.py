@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from torchlens_widgets import DispatchTraceError, dispatch_trace
-from torchlens_widgets.copies import COPY_OPS
+from torchlens_widgets.lenses.copies import COPY_OPS
+from torchlens_widgets.render.dispatch import dispatch_summary
 
 
 def names(tr) -> list[str]:  # type: ignore[no-untyped-def]
@@ -240,7 +241,7 @@ def test_to_dict_is_json_and_summary_is_deterministic() -> None:
         model, x = nn.Sequential(nn.Linear(3, 2)), torch.randn(4, 3)
         with dispatch_trace(model) as tr:
             model(x).t().reshape(-1)  # t, addmm | t | clone, _unsafe_view
-        return json.dumps(tr.to_dict()), tr.summary()
+        return json.dumps(tr.to_dict()), dispatch_summary(tr)
 
     (d1, s1), (d2, s2) = run(), run()
     assert d1 == d2 and s1 == s2

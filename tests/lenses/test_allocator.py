@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchlens_widgets.allocator import (
+from torchlens_widgets.lenses.allocator import (
     AllocatorError,
     CachingAllocatorSim,
     SimulatedOOM,

@@ -15,8 +15,8 @@ import pytest
 import torch
 from torch import nn
 
-from torchlens_widgets import memory
-from torchlens_widgets.memory import (
+from torchlens_widgets.lenses import memory
+from torchlens_widgets.lenses.memory import (
     NO_CUDA,
     CudaUnavailableError,
     MemorySnapshot,
@@ -25,7 +25,7 @@ from torchlens_widgets.memory import (
     profile_memory,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures" / "memory"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "memory"
 S = 2097152  # base address used in plain.json and unknown_keys.json
 MiB2 = 2097152
 
@@ -478,7 +478,7 @@ def test_cpu_profile_without_autograd() -> None:
 def _hostile_snapshots() -> dict[str, object]:
     import copy
 
-    base = json.loads((Path(__file__).parent / "fixtures" / "memory" / "plain.json").read_text())
+    base = json.loads((Path(__file__).parents[1] / "fixtures" / "memory" / "plain.json").read_text())
     cases: dict[str, object] = {}
     for label, field_path, value in [
         ("nan size", ("segments", 0, "total_size"), float("nan")),
@@ -515,9 +515,9 @@ def test_hostile_snapshot_files_and_arguments(tmp_path: Path, monkeypatch: pytes
     import gzip
     import pickle
 
-    import torchlens_widgets.files as files
+    import torchlens_widgets.lenses.files as files
 
-    good = pickle.dumps(json.loads((Path(__file__).parent / "fixtures" / "memory" / "plain.json").read_text()))
+    good = pickle.dumps(json.loads((Path(__file__).parents[1] / "fixtures" / "memory" / "plain.json").read_text()))
     for name, data, message in [
         ("truncated.pickle", good[: len(good) // 2], "damaged pickle"),
         ("garbage.pickle", b"\x80\x04" + bytes(range(250)), "damaged pickle"),
@@ -535,5 +535,5 @@ def test_hostile_snapshot_files_and_arguments(tmp_path: Path, monkeypatch: pytes
         load_snapshot(bomb)
     for device in (-1, "0", 1.5):
         with pytest.raises(SnapshotError, match="device must be a CUDA device index"):
-            load_snapshot(json.loads((Path(__file__).parent / "fixtures" / "memory" / "plain.json").read_text()),
+            load_snapshot(json.loads((Path(__file__).parents[1] / "fixtures" / "memory" / "plain.json").read_text()),
                           device=device)  # type: ignore[arg-type]

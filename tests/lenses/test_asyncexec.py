@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from torchlens_widgets.asyncexec import (
+from torchlens_widgets.lenses.asyncexec import (
     CudaUnavailableError,
     DeviceSpan,
     HostSpan,
@@ -33,7 +33,7 @@ from torchlens_widgets.asyncexec import (
     profile_lanes,
 )
 
-FIXTURE = Path(__file__).resolve().parent / "fixtures" / "lanes" / "step_trace.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "lanes" / "step_trace.json"
 HAS_CUDA = torch.cuda.is_available()
 
 
@@ -413,7 +413,7 @@ def test_live_cuda_item_shows_as_a_hidden_sync() -> None:  # pragma: no cover - 
 
 def test_sync_warnings_raised_after_the_op_point_at_the_users_line(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """C++ warnings reach Python when the outer binding returns: the location must come from the warning."""
-    import torchlens_widgets.asyncexec as ae
+    import torchlens_widgets.lenses.asyncexec as ae
 
     monkeypatch.setattr(ae, "SYNC_WARNING", "An output with one or more elements was resized")
 
@@ -425,7 +425,7 @@ def test_sync_warnings_raised_after_the_op_point_at_the_users_line(monkeypatch) 
 
 
 def test_hostile_trace_files_get_a_trace_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import torchlens_widgets.files as files
+    import torchlens_widgets.lenses.files as files
 
     binary = tmp_path / "binary.json"
     binary.write_bytes(bytes(range(256)) * 4)

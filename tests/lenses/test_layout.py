@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from torchlens_widgets import LayoutError, layout, shares_storage, storage_index
-from torchlens_widgets.layout import read_storage
+from torchlens_widgets.lenses.layout import read_storage
 
 
 @st.composite
@@ -118,7 +118,7 @@ def test_huge_tensor_is_not_enumerated() -> None:
 
 
 def test_base_index_points_at_the_root() -> None:
-    from torchlens_widgets.layout import base_index
+    from torchlens_widgets.lenses.layout import base_index
 
     root = torch.zeros(3, 4)
     v = root.t()[1:]
