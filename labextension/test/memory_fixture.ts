@@ -15,3 +15,5 @@ export const PYTHON_SVGS = casesJson.svg as { time: string; aggregated: string; 
 export const CLICKS = casesJson.clicks as [number, number][];
 /** segments.json: the state panel is after this event (a pending free). */
 export const STATE_EVENT = 4;
+/** One allocation whose stack mixes library frames with the learner's (a notebook cell, a file); no times. */
+export const stacksModel = (): MemoryModel => structuredClone(casesJson.stacks) as unknown as MemoryModel;

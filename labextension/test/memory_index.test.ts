@@ -1,6 +1,8 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import widget from "../src/memory/index";
-import { CLICKS, STATE_EVENT, memModel, memState, timeModel } from "./memory_fixture";
+import { fitWidth, MAX_WIDTH, MIN_WIDTH } from "../src/memory/view";
+import { themeCss } from "../src/common/theme";
+import { CLICKS, STATE_EVENT, memModel, memState, stacksModel, timeModel } from "./memory_fixture";
 import { FakeModel } from "./fake_model";
 
 function setup(values: Record<string, unknown> = {}) {
@@ -81,5 +83,83 @@ describe("memory widget entry", () => {
     cleanup();
     expect(m.count()).toBe(0);
     expect(el.querySelector("svg")).toBeNull();
+  });
+
+  it("dark theme: every colour is a theme variable, set by CSS, with the theme's CSS in the root", () => {
+    const { el } = setup({ selected_event: STATE_EVENT, panel: memState() });
+    const root = el.querySelector(".tlw-mw")!;
+    expect(root.classList.contains("tlw-theme")).toBe(true);
+    expect(root.querySelector(":scope > style")!.textContent!.startsWith(themeCss())).toBe(true);
+    const styles = Array.from(el.querySelectorAll("style")).map((s) => s.textContent!.replace(themeCss(), ""));
+    for (const css of styles) expect(css).not.toMatch(/#[0-9a-f]{3,6}\b/i);
+    for (const node of Array.from(el.querySelectorAll("*"))) {
+      expect(node.getAttribute("fill")).toBeNull();
+      expect(node.getAttribute("stroke")).toBeNull();
+    }
+  });
+
+  it("a trace without times: the wall-clock button is disabled and says why", () => {
+    const { m, el } = setup({ model: stacksModel() });
+    const b = el.querySelector<HTMLButtonElement>('button[data-axis="time"]')!;
+    expect(b.disabled).toBe(true);
+    expect(el.querySelector(".tlw-mw-why")!.textContent).toContain("no timestamps");
+    b.click();
+    expect(m.sets).toEqual([]);
+    const { el: el2 } = setup();
+    expect(el2.querySelector<HTMLButtonElement>('button[data-axis="time"]')!.disabled).toBe(false);
+    expect(el2.querySelector(".tlw-mw-why")).toBeNull();
+  });
+
+  it("the tooltip shows the learner's frames first and folds library frames", () => {
+    const { el } = setup({ model: stacksModel() });
+    el.querySelector('g.bd[data-band="0"] rect')!.dispatchEvent(new MouseEvent("mousemove", { bubbles: true, clientX: 300, clientY: 100 }));
+    const lines = el.querySelector<HTMLElement>(".tlw-mw-tip")!.textContent!.split("\n");
+    expect(lines.slice(1)).toEqual(["step (<cell>:7)", "main (/home/me/train.py:40)",
+      "… 3 library frames (torch, IPython, ipykernel)"]);
+  });
+});
+
+describe("the picture fits the page", () => {
+  afterEach(() => {
+    vi.unstubAllGlobals();
+    vi.useRealTimers();
+  });
+
+  it("fitWidth clamps to what Python draws well", () => {
+    expect([fitWidth(300), fitWidth(700.6), fitWidth(5000)]).toEqual([MIN_WIDTH, 700, MAX_WIDTH]);
+  });
+
+  it("a width change the page notices asks Python for a new layout (debounced, ignoring a scroll bar's worth)", () => {
+    vi.useFakeTimers();
+    const observers: (() => void)[] = [];
+    vi.stubGlobal("ResizeObserver", class {
+      constructor(cb: () => void) { observers.push(cb); }
+      observe() {}
+      disconnect() {}
+    });
+    let width = 700;
+    const spy = vi.spyOn(HTMLElement.prototype, "getBoundingClientRect").mockImplementation(() => ({ width } as DOMRect));
+    const { m } = setup();
+    observers[0]!();
+    observers[0]!();
+    vi.advanceTimersByTime(200);
+    expect(m.sets).toEqual([["width", 700]]);
+    m.fromPython("model", { ...memModel(), width: 700 });
+    width = 710; // within the slack: keep the layout
+    observers[observers.length - 1]!();
+    vi.advanceTimersByTime(200);
+    expect(m.sets).toHaveLength(1);
+    spy.mockRestore();
+  });
+
+  it("a fixed width (fit_width false) is left alone", () => {
+    const observers: (() => void)[] = [];
+    vi.stubGlobal("ResizeObserver", class {
+      constructor(cb: () => void) { observers.push(cb); }
+      observe() {}
+      disconnect() {}
+    });
+    setup({ fit_width: false });
+    expect(observers).toHaveLength(0);
   });
 });

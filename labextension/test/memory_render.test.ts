@@ -45,11 +45,16 @@ describe("geometry equals memory_svg", () => {
     const theirs = compareTimeline(model, PYTHON_SVG);
     expect(theirs.filter((d) => d[0] === "g")).toHaveLength(2);
     // both frees complete later than requested: the record_stream one (events 4–8) and the 15 MB one (5–6)
-    const pend = theirs.filter((d) => d[0] === "rect" && d[1] === "band pend").map((d) => Number(d[4]));
+    const pend = theirs.filter((d) => d[0] === "rect" && d[1]!.startsWith("band pend")).map((d) => Number(d[4]));
     expect(pend).toHaveLength(2);
     expect(pend[0]).toBeCloseTo((4 * 860) / 10, 0);
     expect(pend[1]).toBeCloseTo(860 / 10, 0);
-    expect(theirs.filter((d) => d[0] === "path" && d[1]!.startsWith("c "))).toHaveLength(3);
+    const lines = theirs.filter((d) => d[0] === "path" && d[1]!.startsWith("c "));
+    expect(lines).toHaveLength(6); // the three curves, then their samples in the legend
+    expect(lines.slice(3).map((d) => d[1])).toEqual(["c c-res", "c c-act", "c c-all"]);
+    const texts = theirs.filter((d) => d[0] === "text").map((d) => d[4]);
+    expect(texts).toContain("bands: one per allocation, colour = block size:");
+    expect(texts.some((t) => t!.startsWith("active:") && t!.includes("dashed"))).toBe(true);
   });
 
   it("the wall-clock axis", () => {
@@ -71,7 +76,7 @@ describe("geometry equals memory_svg", () => {
     expect(ours.getAttribute("viewBox")).toBe(py.getAttribute("viewBox"));
     expect(drawn(ours)).toEqual(drawn(py));
     expect(ours.querySelectorAll("rect.seg")).toHaveLength(2);
-    expect(ours.querySelectorAll("rect.b-pending")).toHaveLength(1);
+    expect(ours.querySelectorAll("rect.blk.b-pending")).toHaveLength(1);
     expect(Array.from(ours.querySelectorAll("text.expl")).map((t) => t.textContent).join(" ")).toContain("record_stream");
   });
 

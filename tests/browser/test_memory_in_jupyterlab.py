@@ -39,6 +39,11 @@ PRINT_SOURCE = 'print(json.dumps({"selected": w.selected_event, "panel": w.state
 
 WIDGET = ".jp-OutputArea-output .tlw-memory-widget"
 TIMELINE = f"{WIDGET} svg.tlw-mw-timeline"
+JS_FITTED = """(sel) => {
+  const root = document.querySelector(sel);
+  const svg = root && root.querySelector('svg.tlw-mw-timeline');
+  return !!svg && Math.abs(root.getBoundingClientRect().width - Number(svg.getAttribute('width'))) < 24;
+}"""
 
 
 def write_notebook(root: Path) -> str:
@@ -62,6 +67,8 @@ def test_memory_widget_hover_and_click_sync_with_python(page, lab, request):
     t0 = time.monotonic()
     with screenshot_on_failure(page, lab, request.node.name):
         open_and_run_all(page, lab, 90_000, 60_000)
+        # the page asks Python to lay the picture out at its width; wait until it has come back
+        page.wait_for_function(JS_FITTED, arg=WIDGET, timeout=30_000)
 
         view = page.locator(TIMELINE)
         expect(view).to_have_count(1, timeout=30_000)
@@ -85,13 +92,13 @@ def test_memory_widget_hover_and_click_sync_with_python(page, lab, request):
         col = model.index(CLICK_EVENT) + len([c for c in model if c == CLICK_EVENT]) // 2
         box = view.bounding_box()
         assert box is not None
-        scale = box["width"] / 960
+        scale = box["width"] / float(view.get_attribute("width"))  # 1: the picture is laid out at the page's width
         view.click(position={"x": (72 + col + 0.5) * scale, "y": (26 + 200) * scale})
         state = widget.locator(f'svg.tlw-mw-state[data-event="{CLICK_EVENT}"]')
         expect(state).to_have_count(1, timeout=15_000)
-        expect(state.locator("text.ttl")).to_contain_text(f"after event {CLICK_EVENT}: free_requested")
+        expect(state.locator("text.ttl")).to_contain_text(f"after event {CLICK_EVENT} (the marked line): free_requested")
         expect(state.locator("rect.seg")).to_have_count(2)
-        expect(state.locator("rect.b-pending")).to_have_count(1)
+        expect(state.locator("rect.blk.b-pending")).to_have_count(1)
         expect(state).to_contain_text("record_stream")
         mark = widget.locator("path.mark")  # a vertical line has no area, so check that it is placed and shown
         assert mark.evaluate("m => m.style.display") == "" and mark.get_attribute("d").endswith("V286")

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from torchlens_widgets.memory import load_snapshot
+from torchlens_widgets.lenses.memory import load_snapshot
 from torchlens_widgets.render.memory import memory_model, memory_state_model, memory_state_svg, memory_svg
 from torchlens_widgets.widgets.memory import show_memory
 
@@ -26,6 +26,14 @@ MODEL_JSON = FIXTURES / "memory_model.json"
 MODEL_SVG = FIXTURES / "memory_model.svg"
 CASES_JSON = FIXTURES / "memory_cases.json"
 STATE_EVENT = 4  # segments.json: free_requested of the stream-0 block, left pending (record_stream)
+_SITE = "/usr/lib/python3.12/site-packages"
+STACK_FRAMES = [  # innermost first, as torch records them: library, the notebook cell, library, a user file, library
+    {"filename": f"{_SITE}/torch/nn/modules/linear.py", "line": 125, "name": "forward"},
+    {"filename": "/tmp/ipykernel_4242/3190.py", "line": 7, "name": "step"},
+    {"filename": f"{_SITE}/IPython/core/interactiveshell.py", "line": 3577, "name": "run_code"},
+    {"filename": "/home/me/train.py", "line": 40, "name": "main"},
+    {"filename": f"{_SITE}/ipykernel/kernelbase.py", "line": 400, "name": "dispatch_shell"},
+]
 
 
 def fixture_models() -> dict[str, Any]:
@@ -36,7 +44,10 @@ def fixture_models() -> dict[str, Any]:
     w = show_memory(SNAPSHOTS / "segments.json", simulator=True)
     state = memory_state_model(seg, STATE_EVENT, model, w.explain(STATE_EVENT))
     clicks = [[model["plot"]["x"] + c + 0.5, model["col_event"][c]] for c in (0, 100, 435, len(model["col_event"]) - 1)]
-    return {"model": model, "time": time_model, "aggregated": aggregated, "state": state, "clicks": clicks}
+    stacks = memory_model(load_snapshot({"device_traces": [[{
+        "action": "alloc", "addr": 4096, "size": 4096, "stream": 0, "frames": STACK_FRAMES}]]}))
+    return {"model": model, "time": time_model, "aggregated": aggregated, "state": state, "clicks": clicks,
+            "stacks": stacks}
 
 
 def _svgs(m: dict[str, Any]) -> dict[str, str]:
@@ -48,7 +59,7 @@ def write_fixture() -> None:
     FIXTURES.mkdir(parents=True, exist_ok=True)
     MODEL_JSON.write_text(json.dumps(m["model"], indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     MODEL_SVG.write_text(memory_svg(m["model"]) + "\n", encoding="utf-8")
-    cases = {k: m[k] for k in ("time", "aggregated", "state", "clicks")} | {"svg": _svgs(m)}
+    cases = {k: m[k] for k in ("time", "aggregated", "state", "clicks", "stacks")} | {"svg": _svgs(m)}
     CASES_JSON.write_text(json.dumps(cases, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -68,7 +79,7 @@ def test_fixture_svg_matches_memory_svg() -> None:
 def test_fixture_cases_match() -> None:
     stored = json.loads(CASES_JSON.read_text(encoding="utf-8"))
     m = fixture_models()
-    assert stored == _json({k: m[k] for k in ("time", "aggregated", "state", "clicks")} | {"svg": _svgs(m)})
+    assert stored == _json({k: m[k] for k in ("time", "aggregated", "state", "clicks", "stacks")} | {"svg": _svgs(m)})
 
 
 def test_fixture_covers_the_cases_the_ts_tests_rely_on() -> None:
@@ -82,3 +93,6 @@ def test_fixture_covers_the_cases_the_ts_tests_rely_on() -> None:
     assert [b["state"] for b in state["rows"][0]["blocks"]] == ["pending", "free"]
     assert state["explanation"] and "record_stream" in state["explanation"][0]
     assert m["time"]["x_axis"] == "time" and m["time"]["x_ticks"][-1]["label"] == "0.008 ms"
+    assert model["has_time"] and not m["stacks"]["has_time"], "no times in the stacks trace: the page disables wall clock"
+    assert m["stacks"]["bands"][0]["stack"].splitlines() == [
+        "step (<cell>:7)", "main (/home/me/train.py:40)", "… 3 library frames (torch, IPython, ipykernel)"]

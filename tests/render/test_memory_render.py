@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from torchlens_widgets.memory import load_snapshot
+from torchlens_widgets.lenses.memory import load_snapshot
 from torchlens_widgets.render.memory import (
     _block_widths,
     _pack,
@@ -60,7 +60,7 @@ def test_plain_geometry_by_hand() -> None:
     assert [t["label"] for t in m["y_ticks"]] == ["0 B", "512.0 KiB", "1.0 MiB", "1.5 MiB", "2.0 MiB", "2.5 MiB"]
     b0 = m["bands"][0]  # 1000 B: allocated at event 1, free requested at 3, completed at 4
     assert (b0["x"], b0["w"], b0["pw"]) == (round(72 + 860 / 7, 1), round(2 * 860 / 7, 1), round(860 / 7, 1))
-    assert b0["stack"] == "linear (torch/nn/functional.py:2380)\nforward (train.py:10)"
+    assert b0["stack"] == "forward (train.py:10)\n… 1 library frame (torch)"  # the learner's frame first
     b1 = m["bands"][1]  # 512 B from event 2 to the end, stacked on the 1000 B band (first fit)
     assert b1["x"] == round(72 + 2 * 860 / 7, 1) and b1["w"] == round(5 * 860 / 7, 1) and b1["pw"] == 0
     y_of = lambda b: round(26 + 260 - 260 * b / m["y_max"], 1)  # noqa: E731
@@ -100,7 +100,7 @@ def test_bands_are_capped_and_the_rest_aggregated_and_said() -> None:
     assert m["others"]["allocations"] == 2 and m["others"]["d"].endswith("Z")
     assert m["others"]["peak_bytes"] == 1212  # 512 + 700 held by the two undrawn allocations after event 5
     assert any("the other 2 are the grey area" in n for n in m["notes"])
-    assert m["legend"][-1]["label"] == "2 smaller"
+    assert m["legend"][-1]["label"] == "2 smaller allocations (grey area)"
 
 
 def test_100k_events_payload_under_3_mb() -> None:
@@ -173,7 +173,7 @@ def test_bad_input_says_what_to_do() -> None:
 
 def test_a_recorded_oom_gets_the_simulators_oom_explanation() -> None:
     """Found by the notebook 07 author: the OOM's reason used to land on the next alloc."""
-    from torchlens_widgets.allocator import CachingAllocatorSim, replay
+    from torchlens_widgets.lenses.allocator import CachingAllocatorSim, replay
     from torchlens_widgets.render.memory import event_explanations
 
     mib = 1 << 20
@@ -194,3 +194,81 @@ def test_a_recorded_oom_gets_the_simulators_oom_explanation() -> None:
         else:
             assert "oom" not in acts, (ev, acts)
     assert any(ev["action"] == "oom" for ev in trace)
+
+
+def test_colours_come_from_the_theme_through_classes() -> None:
+    """Dark theme: no colour is written into the picture; fills and strokes are theme variables set by CSS."""
+    from torchlens_widgets.render.theme import STYLE as THEME
+
+    seg = load_snapshot(SNAPSHOTS / "segments.json")
+    m = memory_model(seg)
+    svg = memory_svg(m, memory_state_model(seg, 4, m))
+    assert 'class="tlw-mem tlw-theme"' in svg and svg.count(THEME) == 1, "the theme CSS once, in the root's <style>"
+    assert not re.search(r"#[0-9a-fA-F]{3,6}\b", svg.replace(THEME, "")), "a hard-coded colour"
+    assert not re.search(r'\s(fill|stroke)="', svg), "a presentation attribute (they do not resolve var())"
+    assert [b["cls"] for b in m["bands"]] == ["f-size4", "f-size4"]  # 2 MB and 15 MB: both "< 16 MiB"
+
+
+def test_legend_says_what_colours_lines_and_marks_mean_and_fits_the_width() -> None:
+    seg = load_snapshot(SNAPSHOTS / "segments.json")
+    for width in (960, 480, 320):
+        m = memory_model(load_snapshot(SNAPSHOTS / "plain.json"), max_bands=1, width=width)
+        labels = [i["label"] for i in m["legend"]]
+        assert any("colour = block size" in x for x in labels)
+        assert [i["cls"] for i in m["legend"] if i["kind"] == "line"] == ["c c-res", "c c-act", "c c-all"]
+        assert any(x.startswith("active:") and "dashed" in x for x in labels)
+        for item in m["legend"]:  # every entry ends inside the picture (10 px monospace: ~6.1 px a character)
+            end = item["x"] + (18 if item["kind"] != "head" else 0) + len(item["label"]) * 6.1
+            assert end <= width - 4, (width, item)
+        for line in m["note_lines"]:
+            assert 8 + len(line["text"]) * 6.1 <= width - 4, (width, line)
+        assert m["height"] > max(i["y"] for i in m["legend"] + m["note_lines"])
+    st = memory_state_model(seg, 4, memory_model(seg, width=480), width=480)
+    assert "the marked line" in st["title"] and len(st["title_lines"]) > 1
+    assert all(20 + len(t["text"]) * 6.7 <= 480 for t in st["title_lines"])
+    assert [k["label"] for k in st["keys"] if k["kind"] == "box"] == ["allocated", "free pending", "free, cached for reuse"]
+
+
+
+def test_stacks_show_the_learners_frames_first_and_fold_library_frames() -> None:
+    from torchlens_widgets.lenses.memory import Frame
+    from torchlens_widgets.render.memory import _stack_text
+
+    site = "/usr/lib/python3.12/site-packages"
+    frames = [Frame(f"{site}/torch/nn/modules/linear.py", 125, "forward"),
+              Frame(f"{site}/torch/nn/modules/module.py", 1775, "_call_impl"),
+              Frame("/tmp/ipykernel_4242/3190.py", 7, "step"),
+              Frame(f"{site}/IPython/core/interactiveshell.py", 3577, "run_code"),
+              Frame("/home/me/train.py", 40, "main"),
+              Frame(f"{site}/ipykernel/kernelbase.py", 400, "dispatch_shell"),
+              Frame("/usr/lib/python3.12/asyncio/events.py", 88, "_run")]
+    text = _stack_text(frames).splitlines()
+    assert text[:2] == ["step (<cell>:7)", "main (/home/me/train.py:40)"]
+    assert text[2:] == ["… 5 library frames (torch, IPython, ipykernel, python)"]
+    only_lib = _stack_text(frames[:2]).splitlines()  # nothing of the learner's: shown as it is
+    assert only_lib[0].startswith("forward (") and len(only_lib) == 2
+    m = memory_model(load_snapshot({"device_traces": [[ev("alloc", 1, 10) | {"frames": [f.to_dict() for f in frames]}]]}))
+    assert m["bands"][0]["stack"].startswith("step (<cell>:7)") and "<title>" in memory_svg(m)
+    assert "step (&lt;cell&gt;:7)" in memory_svg(m).split("<title>")[1], "the static tooltip too"
+
+
+def test_has_time_says_whether_the_wall_clock_axis_can_be_drawn() -> None:
+    assert memory_model(load_snapshot(SNAPSHOTS / "segments.json"))["has_time"] is True
+    no_times = load_snapshot({"device_traces": [[ev("alloc", 1, 10), ev("alloc", 2, 10)]]})
+    assert memory_model(no_times)["has_time"] is False
+
+
+def test_pictures_of_several_runs_can_share_one_y_scale_and_have_titles() -> None:
+    plain = load_snapshot(SNAPSHOTS / "plain.json")
+    m = memory_model(plain, y_max=8 << 20, title="plan A")
+    assert m["y_max"] >= 8 << 20 and m["y_ticks"][-1]["label"] == fmt_y(m["y_max"])
+    assert m["title"] == "plan A: 7 events, 3 allocations" and ">plan A: 7 events" in memory_svg(m)
+    assert memory_model(plain, y_max=0)["y_max"] == memory_model(plain)["y_max"]  # never lower than the data
+    with pytest.raises(ValueError, match="y_max"):
+        memory_model(plain, y_max=-1)
+
+
+def fmt_y(b: int) -> str:
+    from torchlens_widgets.render.memory import fmt_bytes
+
+    return fmt_bytes(b)

@@ -10,8 +10,8 @@ import torch
 import traitlets
 from torch import nn
 
-from torchlens_widgets.allocator import replay
-from torchlens_widgets.memory import load_snapshot, profile_memory
+from torchlens_widgets.lenses.allocator import replay
+from torchlens_widgets.lenses.memory import load_snapshot, profile_memory
 from torchlens_widgets.widgets.memory import MemoryTimelineWidget, show_memory
 
 SNAPSHOTS = Path(__file__).resolve().parents[1] / "fixtures" / "memory"
@@ -114,3 +114,17 @@ def test_bad_input_says_what_to_do() -> None:
         show_memory({"segments": [], "device_traces": [[]]})
     with pytest.raises(TypeError, match="simulator must be"):
         show_memory(SEGMENTS, simulator="yes")
+
+
+def test_the_page_sets_the_width_and_python_lays_the_picture_out_again() -> None:
+    w = show_memory(SEGMENTS, selected_event=4, title="one step")
+    assert w.fit_width and w.width == 960 and w.model["width"] == 960
+    assert w.model["title"].startswith("one step: 10 events")
+    w.width = 640  # what the page sends when the output area is 640 px wide
+    assert w.model["width"] == 640 and w.model["plot"]["w"] == 640 - 72 - 28 and w.panel["width"] == 640
+    assert w.model["title"].startswith("one step:"), "the title survives a new layout"
+    assert max(i["x"] for i in w.model["legend"]) < 640
+    with pytest.raises(traitlets.TraitError, match="width"):
+        w.width = 100
+    fixed = show_memory(SEGMENTS, width=700)
+    assert not fixed.fit_width and fixed.model["width"] == 700

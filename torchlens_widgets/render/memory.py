@@ -1,6 +1,6 @@
 """Memory timeline picture: curves, allocation bands and the allocator state at one event, computed once here.
 
-Input is the memory lens (`torchlens_widgets.memory.MemorySnapshot`, CUDA trace or CPU profile). The
+Input is the memory lens (`torchlens_widgets.lenses.memory.MemorySnapshot`, CUDA trace or CPU profile). The
 timeline model is drawn twice with the same geometry: `memory_svg` (static fallback) and the TS widget
 (labextension/src/memory). Curves and the aggregated area travel as ready SVG path strings, so both
 renderers draw the very same points. No torch imports here.
@@ -15,21 +15,23 @@ packing leaves gaps. All other allocations are one grey area per column stacked 
 and the picture says so in a note. A band whose free was requested but not completed (record_stream)
 continues as a lighter "pending" rectangle until the free completes.
 
-Timeline model (version 1), shared with the TypeScript widget:
+Timeline model (version 2), shared with the TypeScript widget:
   {kind: "memory_timeline", version: 1, source: "cuda" | "cpu", x_axis: "event" | "time",
-   width, height, plot: {x, y, w, h}, n_events, n_allocations, y_max,
+   has_time, title, width, height, plot: {x, y, w, h}, n_events, n_allocations, y_max,
    curves: [{name: "reserved" | "active" | "allocated", cls, d}],  (d: SVG path, min/max per column)
    others: {d, allocations, peak_bytes},  (d: "" when every allocation is drawn as a band)
-   bands: [{id, alloc, x, y, w, h, pw, fill, size, category, start, end, stack, label}],
+   bands: [{id, alloc, x, y, w, h, pw, cls, size, category, start, end, stack, label}],
    col_event: [event index nearest each pixel column's centre],
-   x_ticks: [{x, label}], y_ticks: [{y, label}], legend: [{label, fill}],
-   peaks: {allocated, active, reserved}, stats: {...}, notes: [str]}
+   x_ticks: [{x, label}], y_ticks: [{y, label}],
+   legend: [{kind: "head" | "line" | "box", x, y, cls, label}],  (rows laid out to fit the width)
+   peaks: {allocated, active, reserved}, stats: {...}, notes: [str], note_lines: [{y, text}]}
+Colours are never in the model: `cls` names CSS classes whose rules (STYLE) use the theme's variables.
 `alloc` indexes ``snapshot.allocations()``; `pw` is the pending part's width after x + w.
 
-State model (version 1): the allocator after one event, drawn under the timeline:
-  {kind: "memory_state", version: 1, index, action, size, stream, x, width, height, title,
-   allocated, active, reserved, stack,
-   rows: [{label, y, x, w, size, blocks: [{x, w, state, size, alloc, title}]}],
+State model (version 2): the allocator after one event, drawn under the timeline:
+  {kind: "memory_state", version: 2, index, action, size, stream, x, width, height, title,
+   title_lines: [{y, text}], allocated, active, reserved, stack,
+   rows: [{label, y, x, w, size, blocks: [{x, w, state, size, alloc, title}]}], keys: [legend entries],
    explanation: [str] | null, lines: [{y, text}], notes: [str]}
 Block `state` is "active", "pending" or "free"; `x` is where the event sits on the timeline.
 """
@@ -44,6 +46,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from .markup import esc as _esc
+from .theme import STYLE as THEME_STYLE
+from .theme import var
 
 __all__ = [
     "CATEGORY_COLORS",
@@ -58,7 +62,7 @@ __all__ = [
 WIDTH = 960
 MARGIN_L = 72  # room for the y labels
 MARGIN_R = 28  # room for the last x label
-TOP = 26  # title and legend
+TOP = 26  # the title line (the legend is under the x axis)
 PLOT_H = 260
 AXIS_H = 30  # x tick labels and axis title
 NOTE_H = 14
@@ -71,27 +75,41 @@ MAX_ROWS = 48
 MAX_BLOCKS = 3000
 MIN_BLOCK_W = 3.0  # px: a held block stays visible in a huge segment
 
-#: Fills by torch memory-profiler category (CPU profiles); unknown categories use "unknown".
+#: Theme colour (render/theme.json) by torch memory-profiler category (CPU profiles); others use "unknown".
 CATEGORY_COLORS = {
-    "parameter": "#4e79a7",
-    "optimizer_state": "#b07aa1",
-    "input": "#59a14f",
-    "temporary": "#bab0ac",
-    "activation": "#f28e2b",
-    "gradient": "#e15759",
-    "autograd_detail": "#edc948",
-    "unknown": "#9c9c9c",
+    "parameter": "cat1",
+    "optimizer_state": "cat5",
+    "input": "cat3",
+    "temporary": "cat6",
+    "activation": "cat2",
+    "gradient": "cat4",
+    "autograd_detail": "cat7",
+    "unknown": "cat8",
 }
-#: Fills by size (CUDA traces have no categories): one hue per power-of-4 bytes bucket.
+#: Theme colour by block size (CUDA traces have no categories): one step of a sequential ramp per 16x bytes.
 SIZE_COLORS = (
-    ("< 4 KiB", 12, "#c6dbef"),
-    ("< 64 KiB", 16, "#9ecae1"),
-    ("< 1 MiB", 20, "#6baed6"),
-    ("< 16 MiB", 24, "#4292c6"),
-    ("< 256 MiB", 28, "#2171b5"),
-    ("≥ 256 MiB", 99, "#08519c"),
+    ("< 4 KiB", 12, "size1"),
+    ("< 64 KiB", 16, "size2"),
+    ("< 1 MiB", 20, "size3"),
+    ("< 16 MiB", 24, "size4"),
+    ("< 256 MiB", 28, "size5"),
+    ("≥ 256 MiB", 99, "size6"),
 )
 CURVES = (("reserved", "c-res"), ("active", "c-act"), ("allocated", "c-all"))
+#: What each curve is, for the legend (line styles: reserved solid, active dashed, allocated solid).
+CURVE_LABELS = {
+    "reserved": "reserved: held by the allocator",
+    "active": "active: allocated + pending frees, dashed",
+    "allocated": "allocated: in use by tensors",
+}
+CHAR_W10 = 6.1  # px per character of 10 px monospace (legend, notes)
+LEGEND_H = 16  # one legend row
+#: Path components of files that are library code, not the learner's (a notebook cell is /tmp/ipykernel_N/….py).
+LIBRARY_DIRS = frozenset({
+    "site-packages", "dist-packages", "torch", "IPython", "ipykernel", "ipykernel_launcher.py", "traitlets",
+    "tornado", "asyncio", "jupyter_client", "zmq", "runpy.py", "threading.py", "torchlens_widgets", "anywidget",
+    "ipywidgets", "contextlib.py", "functools.py",
+})
 
 XAxis = Literal["event", "time"]
 
@@ -146,19 +164,68 @@ def _byte_step(top: int) -> int:
 
 
 def _fill_for(size: int, category: str | None, by_category: bool) -> str:
+    """The CSS class that colours a band: `f-<theme token>` (the STYLE maps it to the theme's colour)."""
     if by_category:
-        return CATEGORY_COLORS.get(category or "unknown", CATEGORY_COLORS["unknown"])
+        return "f-" + CATEGORY_COLORS.get(category or "unknown", CATEGORY_COLORS["unknown"])
     bits = max(size, 1).bit_length()
-    for _label, limit, fill in SIZE_COLORS:
+    for _label, limit, token in SIZE_COLORS:
         if bits <= limit:
-            return fill
-    return SIZE_COLORS[-1][2]  # pragma: no cover
+            return "f-" + token
+    return "f-" + SIZE_COLORS[-1][2]  # pragma: no cover
+
+
+_CELL = re.compile(r".*ipykernel_\d+[/\\][^/\\]*$")
+
+
+def _library(frame: Any) -> str | None:
+    """The library a frame belongs to ("torch", "IPython", "python", …), or None for the learner's own code."""
+    name = str(getattr(frame, "filename", "") or "")
+    if not name:
+        return "torch ops"  # a profiler's op frame (aten::addmm, MulBackward0): no file
+    if name.startswith("<frozen") or name in ("??", "<unknown>") or name.endswith((".so", ".cpp", ".h")):
+        return "python" if name.startswith("<frozen") else "native"
+    if _CELL.match(name):
+        return None
+    parts = [q for q in re.split(r"[\\/]", name) if q]
+    for k, part in enumerate(parts):
+        if part in ("site-packages", "dist-packages"):
+            return parts[k + 1].split(".")[0] if k + 1 < len(parts) else part
+    for k, part in enumerate(parts):
+        if re.fullmatch(r"python3(\.\d+)?", part) and k and parts[k - 1] == "lib":
+            return "python"
+        if part in LIBRARY_DIRS:
+            return part.removesuffix(".py")
+    return None
+
+
+def _frame_text(frame: Any) -> str:
+    """A frame as a tooltip line; a notebook cell's file (/tmp/ipykernel_<pid>/<hash>.py, new with every kernel)
+    reads "<cell>", so saved pictures are the same on every run."""
+    name = str(getattr(frame, "filename", "") or "")
+    if name and _CELL.match(name):
+        return f"{getattr(frame, 'name', '')} (<cell>:{getattr(frame, 'line', 0)})"
+    return str(frame)
 
 
 def _stack_text(frames: Sequence[Any]) -> str:
-    lines = [str(f) for f in frames[:MAX_FRAMES]]
-    if len(frames) > MAX_FRAMES:
-        lines.append(f"… {len(frames) - MAX_FRAMES} more frames")
+    """A stack for a tooltip: the learner's frames first (innermost first); library frames folded into one line.
+
+    With no frame of the learner's own (a notebook cell or a file outside the libraries) the stack is shown as it is.
+    """
+    libs = [_library(f) for f in frames]
+    mine = [f for f, lib in zip(frames, libs) if lib is None]
+    if not mine:
+        lines = [_frame_text(f) for f in frames[:MAX_FRAMES]]
+        if len(frames) > MAX_FRAMES:
+            lines.append(f"… {len(frames) - MAX_FRAMES} more frames")
+        return "\n".join(lines)
+    lines = [_frame_text(f) for f in mine[:MAX_FRAMES]]
+    if len(mine) > MAX_FRAMES:
+        lines.append(f"… {len(mine) - MAX_FRAMES} more frames of yours")
+    names = list(dict.fromkeys(lib for lib in libs if lib is not None))
+    if names:
+        k = len(frames) - len(mine)
+        lines.append(f"… {k} library frame{'s' if k != 1 else ''} ({', '.join(names)})")
     return "\n".join(lines)
 
 
@@ -264,8 +331,15 @@ def memory_model(
     x_axis: XAxis = "event",
     max_bands: int = MAX_BANDS,
     width: int = WIDTH,
+    title: str | None = None,
+    y_max: int | None = None,
 ) -> dict[str, Any]:
-    """The timeline picture of a memory lens snapshot (schema above); 100,000 events → a few hundred KB."""
+    """The timeline picture of a memory lens snapshot (schema above); 100,000 events → a few hundred KB.
+
+    `title` names the picture (e.g. the plan it shows); the counts of events and allocations follow it.
+    `y_max` (bytes) makes the y axis reach at least that high: pictures of several runs drawn with the
+    same `y_max` share one scale, so their heights compare.
+    """
     if not hasattr(snapshot, "timeline") or not hasattr(snapshot, "allocations"):
         raise TypeError(f"memory_model needs a MemorySnapshot (load_snapshot(...) or profile_memory(fn)), "
                         f"got {type(snapshot).__name__}")
@@ -275,6 +349,8 @@ def memory_model(
         raise ValueError(f"max_bands must be an int >= 0, got {max_bands!r}")
     if not isinstance(width, (int, float)) or width < 320:
         raise ValueError(f"width must be at least 320 px, got {width!r}")
+    if y_max is not None and (not isinstance(y_max, int) or y_max < 0):
+        raise ValueError(f"y_max must be a number of bytes >= 0, got {y_max!r}")
     tl = snapshot.timeline()
     allocs = snapshot.allocations()
     n = len(tl)
@@ -282,6 +358,11 @@ def memory_model(
     x0, y0 = float(MARGIN_L), float(TOP)
     pw, ph = float(width - MARGIN_L - MARGIN_R), float(PLOT_H)
     cols = int(pw)
+    try:
+        _XMap(n, tl.time_us, "time", x0, pw)
+        has_time = True
+    except ValueError:
+        has_time = False
     if x_axis == "time":
         try:
             xm = _XMap(n, tl.time_us, "time", x0, pw)
@@ -372,12 +453,12 @@ def memory_model(
     peak_stack = max((env[c] + oth[c] for c in range(cols)), default=0)
     peaks = {"allocated": tl.peak_allocated, "active": max(tl.active, default=tl.preexisting_allocated),
              "reserved": tl.peak_reserved}
-    top_bytes = max(peaks["reserved"], peaks["active"], peak_stack, 1)
+    top_bytes = max(peaks["reserved"], peaks["active"], peak_stack, y_max or 0, 1)
     step = _byte_step(top_bytes)
-    y_max = step * math.ceil(top_bytes * 1.04 / step)
+    y_top = step * math.ceil(top_bytes * 1.04 / step)
 
     def Y(b: float) -> float:
-        return y0 + ph - ph * b / y_max
+        return y0 + ph - ph * b / y_top
 
     curves = []
     for name, cls in CURVES:
@@ -423,28 +504,43 @@ def memory_model(
         bands.append({
             "id": bid, "alloc": k, "x": _r(xl), "y": _r(yt), "w": _r(w), "h": _r(h),
             "pw": _r(max(xp - (xl + w), 0.0)) if done > end else 0.0,
-            "fill": _fill_for(a.size, a.category, by_category), "size": a.size, "category": a.category,
+            "cls": _fill_for(a.size, a.category, by_category), "size": a.size, "category": a.category,
             "start": a.start, "end": a.end, "stack": _stack_text(a.frames) or "(no stack recorded)",
             "label": f"{label} · {span_text}",
         })
 
     col_event = [xm.nearest_event(x0 + c + 0.5) for c in range(cols)] if n else []
     x_ticks = _x_ticks(xm, n)
-    y_ticks = [{"y": _r(Y(b)), "label": fmt_bytes(b)} for b in range(0, y_max + 1, step)]
+    y_ticks = [{"y": _r(Y(b)), "label": fmt_bytes(b)} for b in range(0, y_top + 1, step)]
     if by_category:
         cats = sorted({a.category or "unknown" for a in allocs})
-        legend = [{"label": c.replace("_", " "), "fill": CATEGORY_COLORS.get(c, CATEGORY_COLORS["unknown"])} for c in cats]
+        colours = [(c.replace("_", " "), "f-" + CATEGORY_COLORS.get(c, CATEGORY_COLORS["unknown"])) for c in cats]
+        heading = "bands: one per allocation, colour = what it holds:"
     else:
         sizes = {bisect.bisect_left([lim for _l, lim, _f in SIZE_COLORS], max(allocs[k].size, 1).bit_length())
                  for k in chosen}
-        legend = [{"label": SIZE_COLORS[j][0], "fill": SIZE_COLORS[j][2]} for j in sorted(sizes)]
+        colours = [(SIZE_COLORS[j][0], "f-" + SIZE_COLORS[j][2]) for j in sorted(sizes)]
+        heading = "bands: one per allocation, colour = block size:"
+    pending = next((b["cls"] for b in bands if b["pw"]), None)
+    if pending:
+        colours.append(("faded: free requested, not yet completed", "band pend " + pending))
     if n_others:
-        legend.append({"label": f"{n_others:,} smaller", "fill": "#d9d9d9"})
+        colours.append((f"{n_others:,} smaller allocations (grey area)", "oth"))
         notes.insert(0, f"bands: the {len(chosen):,} largest of {len(allocs):,} allocations are drawn one by one "
                         f"(first-fit offsets); the other {n_others:,} are the grey area stacked on them")
     if n > cols:
         notes.insert(0, f"curves: {n:,} events in {cols} pixel columns; each column shows the min and max it reaches")
     notes = list(dict.fromkeys(notes))
+    ly = y0 + ph + AXIS_H + 12
+    legend, ly = _legend_rows(
+        [("lines:", [(CURVE_LABELS[name], "c " + cls) for name, cls in CURVES])]
+        + ([(heading, colours)] if colours else []), ly, width)
+    note_lines = []
+    chars = max(int((width - 16) / CHAR_W10), 20)
+    for note in notes:
+        for part in _wrap(note, chars):
+            note_lines.append({"y": _r(ly), "text": part})
+            ly += NOTE_H
     stats = {
         "events": n, "allocations": len(allocs), "bands": len(chosen), "aggregated": n_others,
         "peak_allocated": peaks["allocated"], "peak_active": peaks["active"], "peak_reserved": peaks["reserved"],
@@ -452,16 +548,43 @@ def memory_model(
         "preexisting_reserved": tl.preexisting_reserved,
         "categories": _category_bytes(allocs) if by_category else {},
     }
-    height = TOP + PLOT_H + AXIS_H + NOTE_H * len(notes) + 4
+    height = _r(ly - 8)
     return {
-        "kind": "memory_timeline", "version": 1, "source": getattr(snapshot, "kind", "cuda"), "x_axis": x_axis,
+        "kind": "memory_timeline", "version": 2, "source": getattr(snapshot, "kind", "cuda"), "x_axis": x_axis,
+        "has_time": has_time,
+        "title": f"{title or 'memory'}: {n:,} events, {len(allocs):,} allocations",
         "width": width, "height": height, "plot": {"x": x0, "y": y0, "w": pw, "h": ph},
-        "n_events": n, "n_allocations": len(allocs), "y_max": y_max,
+        "n_events": n, "n_allocations": len(allocs), "y_max": y_top,
         "curves": curves,
         "others": {"d": others_d, "allocations": n_others, "peak_bytes": max(oth, default=0)},
         "bands": bands, "col_event": col_event, "x_ticks": x_ticks, "y_ticks": y_ticks, "legend": legend,
-        "peaks": peaks, "stats": stats, "notes": notes,
+        "peaks": peaks, "stats": stats, "notes": notes, "note_lines": note_lines,
     }
+
+
+def _legend_rows(groups: Sequence[tuple[str, Sequence[tuple[str, str]]]], y: float,
+                 width: float) -> tuple[list[dict[str, Any]], float]:
+    """Legend entries laid out in rows that fit `width`: each group a heading, then its (label, class) swatches.
+
+    A class starting with "c " is a curve (drawn as a short line in that style), any other a filled box.
+    Returns the entries ({kind: "head" | "line" | "box", x, y, cls, label}) and the baseline after the last row.
+    """
+    out: list[dict[str, Any]] = []
+    right = width - 8
+    for heading, items in groups:
+        x = 8.0
+        out.append({"kind": "head", "x": x, "y": _r(y), "cls": "", "label": heading})
+        x += len(heading) * CHAR_W10 + 10
+        for label, cls in items:
+            w = 18 + len(label) * CHAR_W10
+            if x + w > right and x > 40:
+                y += LEGEND_H
+                x = 24.0
+            out.append({"kind": "box" if not cls.startswith("c ") else "line", "x": _r(x), "y": _r(y),
+                        "cls": cls, "label": label})
+            x += w + 14
+        y += LEGEND_H + 2
+    return out, y
 
 
 def _category_bytes(allocs: Sequence[Any]) -> dict[str, int]:
@@ -591,7 +714,15 @@ def memory_state_model(
     if timeline:
         tx = _XMap(n, tl.time_us, timeline.get("x_axis", "event"), timeline["plot"]["x"], timeline["plot"]["w"])
         x = _r(tx.centre(index))
-    bx, bw = float(MARGIN_L), float(width - MARGIN_L - MARGIN_R)
+    size_txt = fmt_bytes(ev.size) if ev.action != "snapshot" else ""
+    heading = (f"after event {index} (the marked line): {ev.action} {size_txt} stream {ev.stream} · allocated "
+             f"{fmt_bytes(tl.allocated[index])} · active {fmt_bytes(tl.active[index])} · reserved "
+             f"{fmt_bytes(tl.reserved[index])}").replace("  ", " ")
+    title_lines = []
+    y = 16.0
+    for part in _wrap(heading, max(int((width - 28) / CHAR_W), 30)):
+        title_lines.append({"y": _r(y), "text": part})
+        y += NOTE_H
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     segs = list(st.segments)
@@ -607,7 +738,9 @@ def memory_state_model(
         groups.append((label, total, list(st.unplaced)))
         if label == "no segment":
             notes.append(f"{len(st.unplaced)} held block(s) lie in no segment the trace knows (pre-existing)")
-    y = 30.0
+    longest = max((len(label) for label, _s, _b in groups), default=0)
+    bx = float(max(MARGIN_L, math.ceil(8 + longest * CHAR_W10)))  # row labels stay inside the picture
+    bw = float(width - bx - MARGIN_R)
     drawn = 0
     for label, size, blocks in groups:
         row: dict[str, Any] = {"label": label, "y": _r(y), "x": bx, "w": bw, "size": size, "blocks": []}
@@ -636,6 +769,12 @@ def memory_state_model(
         notes.append(f"only the first {MAX_BLOCKS} blocks are drawn")
     if not rows:
         notes.append("no segments are reserved after this event")
+    keys: list[dict[str, Any]] = []
+    if rows:
+        y += 8
+        keys, y = _legend_rows([("segments, blocks:", [("allocated", "b-active"), ("free pending", "b-pending"),
+                                                        ("free, cached for reuse", "b-free")])], y + 4, width)
+        y -= LEGEND_H
     chars = max(int((width - 2 * 8) / CHAR_W), 40)
     lines: list[dict[str, Any]] = []
     y += 8
@@ -648,12 +787,10 @@ def memory_state_model(
     for note in notes:
         lines.append({"y": _r(y + 11), "text": "note: " + note})
         y += NOTE_H
-    size_txt = fmt_bytes(ev.size) if ev.action != "snapshot" else ""
-    title = f"after event {index}: {ev.action} {size_txt} stream {ev.stream} · allocated {fmt_bytes(tl.allocated[index])}" \
-            f" · active {fmt_bytes(tl.active[index])} · reserved {fmt_bytes(tl.reserved[index])}"
     return {
-        "kind": "memory_state", "version": 1, "index": index, "action": ev.action, "size": ev.size,
-        "stream": ev.stream, "x": x, "width": width, "height": _r(y + 6), "title": title.replace("  ", " "),
+        "kind": "memory_state", "version": 2, "index": index, "action": ev.action, "size": ev.size,
+        "stream": ev.stream, "x": x, "width": width, "height": _r(y + 6), "title": heading,
+        "title_lines": title_lines, "keys": keys,
         "allocated": tl.allocated[index], "active": tl.active[index], "reserved": tl.reserved[index],
         "stack": _stack_text(ev.frames), "rows": rows,
         "explanation": None if explanation is None else list(explanation), "lines": lines, "notes": notes,
@@ -662,33 +799,52 @@ def memory_state_model(
 
 # ----------------------------------------------------------------------------------------------- static SVG
 
-STYLE = (
-    ".tlw-mem text{fill:#222}.tlw-mem .ax{fill:none;stroke:#999;stroke-width:1}"
-    ".tlw-mem .grid{stroke:#eee;stroke-width:1}.tlw-mem .tk{font-size:10px;fill:#555}"
-    ".tlw-mem .tky{text-anchor:end}.tlw-mem .tkx{text-anchor:middle}"
-    ".tlw-mem .band{stroke:#fff;stroke-width:.3;fill-opacity:.85}.tlw-mem .pend{fill-opacity:.3}"
-    ".tlw-mem .oth{fill:#d9d9d9;stroke:none}"
-    ".tlw-mem .c{fill:none;stroke-width:1.4}.tlw-mem .c-res{stroke:#333}"
-    ".tlw-mem .c-act{stroke:#d62728;stroke-dasharray:4 2}.tlw-mem .c-all{stroke:#1f77b4}"
-    ".tlw-mem .note{fill:#a05000;font-size:10px}.tlw-mem .ttl{font-weight:bold}"
-    ".tlw-mem .mark{stroke:#d62728;stroke-width:1.5}"
-    ".tlw-mem .b-active{fill:#4292c6}.tlw-mem .b-pending{fill:#fdae6b}.tlw-mem .b-free{fill:#f0f0f0}"
-    ".tlw-mem .seg{fill:none;stroke:#888;stroke-width:1}.tlw-mem .lbl{font-size:10px;text-anchor:end}"
-    ".tlw-mem .expl{font-size:11px}"
+def _fills() -> str:
+    tokens = [t for _l, _b, t in SIZE_COLORS] + sorted(set(CATEGORY_COLORS.values()))
+    return "".join(f".tlw-mem .f-{t}{{fill:{var(t)}}}" for t in tokens)
+
+
+#: The picture's own rules; every colour is a theme variable (THEME_STYLE defines them for `.tlw-theme`).
+MEM_STYLE = (
+    f".tlw-mem{{background:{var('bg')}}}.tlw-mem text{{fill:{var('fg')}}}"
+    f".tlw-mem .ax{{fill:none;stroke:{var('line')};stroke-width:1}}"
+    f".tlw-mem .grid{{stroke:{var('grid')};stroke-width:1}}.tlw-mem .tk{{font-size:10px;fill:{var('fg2')}}}"
+    ".tlw-mem .tky{text-anchor:end}.tlw-mem .tkx{text-anchor:middle}.tlw-mem .lgh{font-weight:bold}"
+    f".tlw-mem .band{{stroke:{var('bg')};stroke-width:.3;fill-opacity:.85}}.tlw-mem .pend{{fill-opacity:.3}}"
+    f".tlw-mem .oth{{fill:{var('neutral')};stroke:none}}" + _fills() +
+    f".tlw-mem .c{{fill:none;stroke-width:1.4}}.tlw-mem .c-res{{stroke:{var('fg')}}}"
+    f".tlw-mem .c-act{{stroke:{var('bad')};stroke-dasharray:4 2}}.tlw-mem .c-all{{stroke:{var('good')};stroke-width:1.6}}"
+    f".tlw-mem .note{{fill:{var('fg2')};font-size:10px}}.tlw-mem .ttl{{font-weight:bold}}"
+    f".tlw-mem .mark,.tlw-mem .mark-key{{stroke:{var('warn')};stroke-width:2}}"
+    f".tlw-mem .b-active{{fill:{var('size4')}}}.tlw-mem .b-pending{{fill:{var('cat2')}}}"
+    f".tlw-mem .b-free{{fill:{var('bg2')}}}"
+    f".tlw-mem .seg{{fill:none;stroke:{var('line')};stroke-width:1}}.tlw-mem .lbl{{font-size:10px;text-anchor:end}}"
+    f".tlw-mem .expl{{font-size:11px}}.tlw-mem .lg.b-free{{stroke:{var('line')};stroke-width:1}}"
 )
+#: What the picture's <style> holds: the theme's custom properties, then the picture's rules.
+STYLE = THEME_STYLE + MEM_STYLE
+
+
+def _legend_parts(items: Sequence[Mapping[str, Any]]) -> list[str]:
+    out = []
+    for item in items:
+        x, y = item["x"], item["y"]
+        if item["kind"] == "head":
+            out.append(f'<text class="tk lgh" x="{_n(x)}" y="{_n(y)}">{_esc(item["label"])}</text>')
+            continue
+        if item["kind"] == "line":
+            out.append(f'<path class="{item["cls"]}" d="M{_n(x)} {_n(y - 3.5)}h14"/>')
+        else:
+            out.append(f'<rect class="lg {item["cls"]}" x="{_n(x + 2)}" y="{_n(y - 9)}" width="10" height="10"/>')
+        out.append(f'<text class="tk" x="{_n(x + 18)}" y="{_n(y)}">{_esc(item["label"])}</text>')
+    return out
 
 
 def timeline_parts(model: Mapping[str, Any]) -> list[str]:
     """SVG elements of the timeline, in the order the TS view creates them."""
     p = model["plot"]
     x0, y0, pw, ph = p["x"], p["y"], p["w"], p["h"]
-    out = [f'<text class="ttl" x="{_n(x0)}" y="14">memory: {model["n_events"]:,} events, '
-           f'{model["n_allocations"]:,} allocations</text>']
-    lx = x0 + 300
-    for item in model["legend"]:
-        out.append(f'<rect class="lg" x="{_n(lx)}" y="5" width="10" height="10" fill="{item["fill"]}"/>')
-        out.append(f'<text class="tk" x="{_n(lx + 13)}" y="14">{_esc(item["label"])}</text>')
-        lx += 13 + len(item["label"]) * 6.2 + 10
+    out = [f'<text class="ttl" x="8" y="14">{_esc(model["title"])}</text>']
     for t in model["y_ticks"]:
         out.append(f'<path class="grid" d="M{_n(x0)} {_n(t["y"])}H{_n(x0 + pw)}"/>')
         out.append(f'<text class="tk tky" x="{_n(x0 - 4)}" y="{_n(t["y"] + 3)}">{_esc(t["label"])}</text>')
@@ -698,11 +854,11 @@ def timeline_parts(model: Mapping[str, Any]) -> list[str]:
     out.append(f'<text class="tk tkx" x="{_n(x0 + pw / 2)}" y="{_n(y0 + ph + 25)}">{axis}</text>')
     for b in model["bands"]:
         out.append(f'<g class="bd" data-band="{b["id"]}"><title>{_esc(b["label"] + chr(10) + b["stack"])}</title>'
-                   f'<rect class="band" x="{_n(b["x"])}" y="{_n(b["y"])}" width="{_n(b["w"])}" '
-                   f'height="{_n(b["h"])}" fill="{b["fill"]}"/>')
+                   f'<rect class="band {b["cls"]}" x="{_n(b["x"])}" y="{_n(b["y"])}" width="{_n(b["w"])}" '
+                   f'height="{_n(b["h"])}"/>')
         if b["pw"]:
-            out.append(f'<rect class="band pend" x="{_n(b["x"] + b["w"])}" y="{_n(b["y"])}" width="{_n(b["pw"])}" '
-                       f'height="{_n(b["h"])}" fill="{b["fill"]}"/>')
+            out.append(f'<rect class="band pend {b["cls"]}" x="{_n(b["x"] + b["w"])}" y="{_n(b["y"])}" '
+                       f'width="{_n(b["pw"])}" height="{_n(b["h"])}"/>')
         out.append("</g>")
     if model["others"]["d"]:
         out.append(f'<path class="oth" d="{model["others"]["d"]}"/>')
@@ -710,15 +866,16 @@ def timeline_parts(model: Mapping[str, Any]) -> list[str]:
         if c["d"]:
             out.append(f'<path class="c {c["cls"]}" d="{c["d"]}"/>')
     out.append(f'<path class="ax" d="M{_n(x0)} {_n(y0)}V{_n(y0 + ph)}H{_n(x0 + pw)}"/>')
-    ny = y0 + ph + AXIS_H
-    for k, note in enumerate(model["notes"]):
-        out.append(f'<text class="note" x="8" y="{_n(ny + 10 + NOTE_H * k)}">{_esc(note)}</text>')
+    out.extend(_legend_parts(model["legend"]))
+    for line in model["note_lines"]:
+        out.append(f'<text class="note" x="8" y="{_n(line["y"])}">{_esc(line["text"])}</text>')
     return out
 
 
 def state_parts(state: Mapping[str, Any]) -> list[str]:
     """SVG elements of the state panel (coordinates relative to the panel's top), as the TS view creates them."""
-    out = [f'<text class="ttl" x="8" y="16">{_esc(state["title"])}</text>']
+    out = ['<path class="mark-key" d="M12 5V19"/>']
+    out += [f'<text class="ttl" x="20" y="{_n(t["y"])}">{_esc(t["text"])}</text>' for t in state["title_lines"]]
     for row in state["rows"]:
         y = row["y"]
         out.append(f'<text class="lbl" x="{_n(row["x"] - 4)}" y="{_n(y + 10)}">{_esc(row["label"])}</text>')
@@ -726,6 +883,7 @@ def state_parts(state: Mapping[str, Any]) -> list[str]:
             out.append(f'<rect class="blk b-{b["state"]}" x="{_n(b["x"])}" y="{_n(y)}" width="{_n(b["w"])}" '
                        f'height="{ROW_H}"><title>{_esc(b["title"])}</title></rect>')
         out.append(f'<rect class="seg" x="{_n(row["x"])}" y="{_n(y)}" width="{_n(row["w"])}" height="{ROW_H}"/>')
+    out.extend(_legend_parts(state["keys"]))
     for line in state["lines"]:
         out.append(f'<text class="expl" x="8" y="{_n(line["y"])}">{_esc(line["text"])}</text>')
     return out
@@ -733,7 +891,7 @@ def state_parts(state: Mapping[str, Any]) -> list[str]:
 
 def _svg_open(w: float, h: float) -> str:
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_n(w)}" height="{_n(h)}" viewBox="0 0 {_n(w)} {_n(h)}" '
-            f'class="tlw-mem" font-family="monospace" font-size="11"><style>{STYLE}</style>')
+            f'class="tlw-mem tlw-theme" font-family="monospace" font-size="11"><style>{STYLE}</style>')
 
 
 def memory_svg(model: Mapping[str, Any], state: Mapping[str, Any] | None = None) -> str:

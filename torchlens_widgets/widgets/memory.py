@@ -14,7 +14,7 @@ from typing import Any, overload
 
 import traitlets as t
 
-from ..memory import MemorySnapshot, load_snapshot
+from ..lenses.memory import MemorySnapshot, load_snapshot
 from ..render.memory import (
     MAX_BANDS,
     WIDTH,
@@ -32,7 +32,8 @@ __all__ = ["MemoryTimelineWidget", "show_memory"]
 class MemoryTimelineWidget(FallbackWidget):
     """Live memory timeline. Traits: `model` (the picture), `panel` (state of the selected event, {} if none),
     `selected_event` (event index or None), `hovered_band` (band id under the pointer, set by the page),
-    `x_axis` ("event" | "time"). Build it with `show_memory`.
+    `x_axis` ("event" | "time"), `width` (px; with `fit_width` the page sets it to the room it has).
+    Build it with `show_memory`.
     """
 
     _esm = bundle("memory")
@@ -41,16 +42,22 @@ class MemoryTimelineWidget(FallbackWidget):
     selected_event = t.Int(None, allow_none=True).tag(sync=True)
     hovered_band = t.Int(None, allow_none=True).tag(sync=True)
     x_axis = t.Unicode("event").tag(sync=True)
+    width = t.Int(WIDTH).tag(sync=True)
+    fit_width = t.Bool(True).tag(sync=True)
 
     def __init__(self, snapshot: MemorySnapshot, simulator: Any = None, *, max_bands: int = MAX_BANDS,
-                 width: int = WIDTH, x_axis: str = "event", selected_event: int | None = None) -> None:
+                 width: int | None = None, x_axis: str = "event", selected_event: int | None = None,
+                 title: str | None = None, y_max: int | None = None) -> None:
         self._snapshot = snapshot
+        self._title = title
+        self._y_max = y_max
         self._sim = simulator
         self._spans: list[tuple[int, int] | None] | None = None
         self._max_bands = max_bands
-        self._width = width
-        model = memory_model(snapshot, x_axis=x_axis, max_bands=max_bands, width=width)  # type: ignore[arg-type]
-        super().__init__(model=model, x_axis=model["x_axis"])
+        w = WIDTH if width is None else width
+        model = memory_model(snapshot, x_axis=x_axis, max_bands=max_bands, width=w,  # type: ignore[arg-type]
+                             title=title, y_max=y_max)
+        super().__init__(model=model, x_axis=model["x_axis"], width=w, fit_width=width is None)
         if selected_event is not None:
             self.select_event(selected_event)
 
@@ -73,6 +80,13 @@ class MemoryTimelineWidget(FallbackWidget):
             raise t.TraitError(f"x_axis must be 'event' or 'time', got {value!r}")
         return value
 
+    @t.validate("width")
+    def _valid_width(self, proposal: Any) -> int:
+        value = proposal["value"]
+        if not 320 <= value <= 4000:
+            raise t.TraitError(f"width must be 320..4000 px, got {value!r}")
+        return value
+
     @t.validate("hovered_band")
     def _valid_band(self, proposal: Any) -> int | None:
         value = proposal["value"]
@@ -84,18 +98,20 @@ class MemoryTimelineWidget(FallbackWidget):
     def _on_event(self, change: Any) -> None:
         self.panel = {} if change["new"] is None else self._panel(change["new"])
 
-    @t.observe("x_axis")
-    def _on_axis(self, change: Any) -> None:
-        model = memory_model(self._snapshot, x_axis=change["new"], max_bands=self._max_bands, width=self._width)
+    @t.observe("x_axis", "width")
+    def _relayout(self, change: Any) -> None:
+        """A new axis, or the page's width (set by the page when `fit_width`): lay the picture out again."""
+        model = memory_model(self._snapshot, x_axis=self.x_axis, max_bands=self._max_bands,  # type: ignore[arg-type]
+                             width=self.width, title=self._title, y_max=self._y_max)
         self.hovered_band = None
         self.model = model
-        if model["x_axis"] != change["new"]:  # no usable times: the picture fell back to event index
+        if model["x_axis"] != self.x_axis:  # no usable times: the picture fell back to event index
             self.x_axis = model["x_axis"]
         if self.selected_event is not None:
             self.panel = self._panel(self.selected_event)
 
     def _panel(self, i: int) -> dict[str, Any]:
-        return memory_state_model(self._snapshot, i, self.model, self.explain(i), width=self._width)
+        return memory_state_model(self._snapshot, i, self.model, self.explain(i), width=self.width)
 
     # -- Python API ---------------------------------------------------------------------------------
 
@@ -159,7 +175,7 @@ def _simulate(snapshot: MemorySnapshot, simulator: Any) -> Any:
     if simulator is True or isinstance(simulator, Mapping):
         if snapshot.kind != "cuda":
             raise ValueError("simulator= replays a CUDA caching-allocator trace; a CPU profile has none to replay")
-        from ..allocator import replay
+        from ..lenses.allocator import replay
 
         trace = [{"action": e.action, "addr": e.addr, "size": e.size, "stream": e.stream}
                  for e in snapshot.events if e.addr is not None or e.action not in _DRIVES]
@@ -173,19 +189,24 @@ def show_memory(
     simulator: Any = None,
     *,
     max_bands: int = MAX_BANDS,
-    width: int = WIDTH,
+    width: int | None = None,
     x_axis: str = "event",
     selected_event: int | None = None,
+    title: str | None = None,
+    y_max: int | None = None,
 ) -> MemoryTimelineWidget:
     """Show a memory trace live: a `MemorySnapshot` / `MemoryProfile`, a snapshot dict, or a snapshot file.
 
     `simulator` adds the caching-allocator simulator's explanation of each event: a `CachingAllocatorSim`
     that replayed this trace (``allocator.replay(...)``), a dict of its settings, or True (torch's defaults).
-    `max_bands` largest allocations are drawn one by one, the rest aggregated.
+    `max_bands` largest allocations are drawn one by one, the rest aggregated. `width` fixes the picture's
+    width in px; by default the static picture is 960 px wide and the live one fits the page (text keeps its size).
+    `title` names the picture (e.g. the plan it shows), before its counts of events and allocations;
+    `y_max` (bytes) lets the y axis reach at least that high, so pictures of several runs share one scale.
     """
     snap = snapshot_or_profile if isinstance(snapshot_or_profile, MemorySnapshot) else load_snapshot(snapshot_or_profile)
     if not snap.events:
         raise ValueError("this snapshot has no trace events to draw; record history first "
-                         "(torchlens_widgets.memory.start_recording()) or use profile_memory(fn) on the CPU")
+                         "(torchlens_widgets.lenses.memory.start_recording()) or use profile_memory(fn) on the CPU")
     return MemoryTimelineWidget(snap, _simulate(snap, simulator), max_bands=max_bands, width=width,
-                                x_axis=x_axis, selected_event=selected_event)
+                                x_axis=x_axis, selected_event=selected_event, title=title, y_max=y_max)

@@ -2,8 +2,9 @@
  * anywidget entry of `torchlens_widgets.widgets.MemoryTimelineWidget` (bundled to torchlens_widgets/static/memory.js).
  *
  * Traits: `model` (the timeline picture), `panel` (the allocator state at the selected event, computed
- * by Python), `selected_event`, `hovered_band`, `x_axis`. A click sets `selected_event`; Python answers
- * with `panel`. Values set from Python are shown without echoing back.
+ * by Python), `selected_event`, `hovered_band`, `x_axis`, `width` (with `fit_width`, the page sets it to
+ * the room it has and Python lays the picture out again, so text stays at its size). A click sets
+ * `selected_event`; Python answers with `panel`. Values set from Python are shown without echoing back.
  */
 
 import { commit, mountView, type AnyModel as Model } from "../common/anywidget";
@@ -20,6 +21,8 @@ export type AnyModel = Model<{
   selected_event: number | null;
   hovered_band: number | null;
   x_axis: string;
+  width: number;
+  fit_width: boolean;
 }>;
 
 export interface RenderProps {
@@ -41,6 +44,7 @@ export function render({ model, el }: RenderProps): () => void {
         onSelect: (selected_event) => commit(model, { selected_event }),
         onHover: (hovered_band) => commit(model, { hovered_band }),
         onAxis: (x_axis) => commit(model, { x_axis }),
+        onResize: model.get("fit_width") === false ? undefined : (width) => commit(model, { width }),
       }),
     update: {
       selected_event: (view) => view.setSelected(asInt(model.get("selected_event"))),

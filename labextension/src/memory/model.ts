@@ -12,7 +12,8 @@ export interface Band {
   w: number;
   h: number;
   pw: number;
-  fill: string;
+  /** CSS class that colours the band (`f-<theme token>`), never a colour. */
+  cls: string;
   size: number;
   category: string | null;
   start: number | null;
@@ -27,11 +28,24 @@ export interface Tick {
   label: string;
 }
 
+/** A legend entry: a heading, a curve's line sample or a filled box, with its label; laid out by Python. */
+export interface LegendItem {
+  kind: "head" | "line" | "box";
+  x: number;
+  y: number;
+  cls: string;
+  label: string;
+}
+
 export interface MemoryModel {
   kind: "memory_timeline";
   version: number;
   source: "cuda" | "cpu";
   x_axis: "event" | "time";
+  /** Whether the trace has increasing times on every event (the wall-clock axis is possible). */
+  has_time: boolean;
+  /** The picture's title line (its name and counts). */
+  title: string;
   width: number;
   height: number;
   plot: { x: number; y: number; w: number; h: number };
@@ -44,8 +58,9 @@ export interface MemoryModel {
   col_event: number[];
   x_ticks: { x: number; label: string }[];
   y_ticks: { y: number; label: string }[];
-  legend: { label: string; fill: string }[];
+  legend: LegendItem[];
   notes: string[];
+  note_lines: { y: number; text: string }[];
 }
 
 export interface StateBlock {
@@ -75,7 +90,9 @@ export interface MemoryState {
   width: number;
   height: number;
   title: string;
+  title_lines: { y: number; text: string }[];
   rows: StateRow[];
+  keys: LegendItem[];
   explanation: string[] | null;
   lines: { y: number; text: string }[];
 }
