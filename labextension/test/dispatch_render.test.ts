@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { themeCss } from "../src/common/theme";
 import { renderDispatch } from "../src/dispatch/render";
 import type { Filters } from "../src/dispatch/model";
 import { CASES, countTexts, dispatchModel, parseHtml, rowTexts } from "./dispatch_fixture";
@@ -90,5 +91,18 @@ describe("live dispatch table", () => {
     const { el, view } = setup();
     view.destroy();
     expect(el.querySelector(".tlw-dispatch")).toBeNull();
+  });
+});
+
+describe("dispatch table styling", () => {
+  it("uses the same rules as Python's static HTML, theme colours only", () => {
+    const { el } = setup();
+    const python = parseHtml(CASES[0]!.html);
+    const ours = el.querySelector("style")?.textContent ?? "";
+    const theirs = python.querySelector("style")?.textContent ?? "";
+    expect(theirs.length).toBeGreaterThan(500);
+    expect(ours.startsWith(theirs)).toBe(true); // theme + shared rules, then the live view's own
+    expect(ours.slice(themeCss().length)).not.toMatch(/#[0-9a-f]{3,6}\b|:(white|black)\b/i); // colours only via the theme
+    expect(el.querySelector(".tlw-dispatch")?.classList.contains("tlw-theme")).toBe(true);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { stepState } from "../src/gradgraph/model";
-import { applyState, drawGraph, num, svgSize } from "../src/gradgraph/render";
+import { applyState, drawGraph, legendItems, num, svgSize } from "../src/gradgraph/render";
 import { N, PYTHON_FOCUSED_SVG, PYTHON_SVG, RELU_STEP, focusedModel, gradModel } from "./gradgraph_fixture";
 import type { GradGraphModel } from "../src/gradgraph/model";
 
@@ -39,7 +39,10 @@ describe("geometry equals grad_graph_svg", () => {
     const model = gradModel();
     const { ours, theirs } = compareWithPython(model, PYTHON_SVG);
     expect(theirs.filter((d) => d[0] === "path" && d[1] === "e")).toHaveLength(model.edges.length);
-    expect(theirs.filter((d) => d[0] === "rect")).toHaveLength(model.nodes.length + 1); // + the group box
+    const legend = legendItems(model, svgSize(model).w).items;
+    expect(legend.map((it) => it.cls)).toEqual(["k-op", "k-leaf", "k-group"]);
+    expect(theirs.filter((d) => d[0] === "rect")).toHaveLength(model.nodes.length + 1 + legend.length); // + group box, legend
+    expect(Array.from(ours.querySelectorAll("g.lg text")).map((t) => t.textContent)).toEqual(legend.map((it) => it.label));
     expect(ours.querySelectorAll("g.tlw-gnode")).toHaveLength(18);
     expect(ours.querySelector(`g[data-node="${N.group}"]`)!.getAttribute("class")).toBe("n k-group tlw-gnode");
     expect(ours.querySelector("text.note")!.textContent).toContain("into one group node");
@@ -73,7 +76,9 @@ describe("geometry equals grad_graph_svg", () => {
   it("widens for long notes as Python does", () => {
     const model = gradModel();
     model.notes = ["x".repeat(200)];
-    expect(svgSize(model)).toEqual({ w: 200 * 6.7 * 0.92 + 32, h: model.height + 16 });
+    const w = 200 * 6.7 * 0.92 + 32;
+    expect(svgSize(model)).toEqual({ w, h: model.height + 16 + legendItems(model, w).height });
+    expect(legendItems(model, w).height).toBe(22); // one row: 18 px, and 4 below
   });
 });
 

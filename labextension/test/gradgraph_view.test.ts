@@ -136,12 +136,13 @@ describe("step controls", () => {
     }
   });
 
-  it("without a recording the step controls are disabled", () => {
+  it("without a recording the step controls are left out, zoom stays", () => {
     const model = gradModel();
     model.steps = [];
     const view = renderGradGraph(container, model);
-    expect(action(view, "play").disabled).toBe(true);
-    expect(label(view)).toBe("no recorded backward");
+    for (const a of ["prev", "play", "next"]) expect(action(view, a).hidden).toBe(true);
+    expect(view.root.querySelector<HTMLElement>(".tlw-step-slider")!.hidden).toBe(true);
+    expect(action(view, "fit").hidden).toBe(false);
   });
 });
 

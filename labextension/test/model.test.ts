@@ -14,11 +14,11 @@ import { T, fixtureModel } from "./fixture";
 
 // Key lists checked both ways: against the TS types (at compile time) and the Python fixture (at run time).
 const MODEL_KEYS = ["kind", "version", "width", "height", "cell", "notes", "storages", "tensors"] as const;
-const STORAGE_KEYS = ["id", "label", "dtype", "itemsize", "size", "nbytes", "x", "y", "title_y", "truncated", "cells"] as const;
+const STORAGE_KEYS = ["id", "label", "dtype", "itemsize", "size", "nbytes", "x", "y", "title_y", "truncated", "cell_w", "cells"] as const;
 const CELL_KEYS = ["i", "x", "y", "value", "gap_before", "readers"] as const;
 const TENSOR_KEYS = [
   "index", "name", "storage", "shape", "stride", "offset", "contiguous", "is_view", "base", "version",
-  "expanded_dims", "numel", "shown", "truncated", "title", "x", "y", "color", "slices", "elements",
+  "expanded_dims", "numel", "shown", "truncated", "title", "x", "y", "color", "cell_w", "slices", "elements",
 ] as const;
 const SLICE_KEYS = ["label", "x", "y"] as const;
 const ELEMENT_KEYS = ["e", "idx", "s", "x", "y", "value"] as const;

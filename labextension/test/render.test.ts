@@ -39,9 +39,10 @@ const out = (target: Element, to: Element | null = null) =>
 function drawn(root: ParentNode): string[][] {
   return Array.from(root.querySelectorAll("rect, text")).map((n) => {
     const a = (k: string) => n.getAttribute(k) ?? "";
+    const cls = a("class").split(" ").filter((c) => c && c !== "tlw-box").join(" "); // tlw-box: the live view's hit box
     return n.tagName.toLowerCase() === "rect"
-      ? ["rect", a("x"), a("y"), a("width"), a("height"), a("fill"), a("stroke"), a("stroke-width")]
-      : ["text", a("x"), a("y"), a("font-size"), a("font-weight"), a("fill"), n.textContent ?? ""];
+      ? ["rect", a("x"), a("y"), a("width"), a("height"), cls, a("style"), a("fill"), a("stroke")]
+      : ["text", a("x"), a("y"), cls, a("style"), a("fill"), n.textContent ?? ""];
   });
 }
 
@@ -65,8 +66,8 @@ describe("geometry", () => {
         expect(g.getAttribute("data-storage")).toBe(t.storage);
         expect(g.getAttribute("data-cell")).toBe(String(e.s));
         const r = boxOf(g);
-        expect([r.getAttribute("x"), r.getAttribute("y"), r.getAttribute("width")]).toEqual([String(e.x), String(e.y), side]);
-        expect(r.getAttribute("stroke")).toBe(t.color);
+        expect([r.getAttribute("x"), r.getAttribute("y"), r.getAttribute("width")]).toEqual([String(e.x), String(e.y), String(t.cell_w - 2)]);
+        expect(r.getAttribute("style")).toBe(`stroke:${t.color}`);
         expect(g.querySelector("text")?.textContent).toBe(`→${e.s}`);
       }
     }
@@ -78,7 +79,7 @@ describe("geometry", () => {
     }
     // spot checks against hand-derived positions: xt[0, 1] sits one cell right of xt's corner and reads S0[3]
     const xt = model.tensors[T.xt]!;
-    expect(boxOf(el(view.svg, T.xt, 1)).getAttribute("x")).toBe(String(xt.x + model.cell));
+    expect(boxOf(el(view.svg, T.xt, 1)).getAttribute("x")).toBe(String(xt.x + xt.cell_w));
     expect(el(view.svg, T.xt, 1).getAttribute("data-cell")).toBe("3");
   });
 
@@ -105,18 +106,21 @@ describe("geometry", () => {
     expect(view.svg.getAttribute("height")).toBe(String(model.height + 16));
     const texts = Array.from(view.svg.querySelectorAll("text"));
     const gap = texts.find((t) => t.textContent === "…")!;
-    expect([gap.getAttribute("x"), gap.getAttribute("y"), gap.getAttribute("fill")]).toEqual([String(c.x - 4), String(c.y + 18), "#c00"]);
+    expect([gap.getAttribute("x"), gap.getAttribute("y"), gap.getAttribute("class")]).toEqual([String(c.x - 4), String(c.y + 18), "gap"]);
     const note = texts.find((t) => t.textContent === "x: a note")!;
     expect([note.getAttribute("x"), note.getAttribute("y")]).toEqual(["12", String(model.height + 12)]);
   });
 
-  it("draws reader marks in the readers' colours and clips values to five characters", () => {
-    model.storages[0]!.cells[0]!.value = "3.14159";
+  it("draws reader marks in the readers' colours; a value past 12 characters ends in … (the tooltip has it all)", () => {
+    model.storages[0]!.cells[0]!.value = "(1.2e+03+4.5e+02j)";
+    model.storages[0]!.cells[1]!.value = "-1.23e+05";
     const view = renderStride(container, model);
     const g = cellOf(view.svg, "S0", 0);
-    const marks = Array.from(g.querySelectorAll("rect:not(.tlw-box)")).map((r) => r.getAttribute("fill"));
-    expect(marks).toEqual([model.tensors[0]!.color, model.tensors[1]!.color, model.tensors[2]!.color]);
-    expect(Array.from(g.querySelectorAll("text")).map((t) => t.textContent)).toEqual(["0", "3.141"]);
+    const marks = Array.from(g.querySelectorAll("rect:not(.tlw-box)")).map((r) => r.getAttribute("style"));
+    expect(marks).toEqual(model.tensors.slice(0, 3).map((t) => `fill:${t.color}`));
+    expect(Array.from(g.querySelectorAll("text")).map((t) => t.textContent)).toEqual(["0", "(1.2e+03+4.…"]);
+    expect(g.querySelector("title")?.textContent).toContain("(1.2e+03+4.5e+02j)");
+    expect(cellOf(view.svg, "S0", 1).querySelectorAll("text")[1]?.textContent).toBe("-1.23e+05");
   });
 
   it("gives elements and cells tooltips", () => {

@@ -1,8 +1,9 @@
 """Contrast of every piece of text in a rendered widget, measured in the page, and switching Lab's theme.
 
 For each visible text element (SVG <text>, or an HTML element with its own text) the foreground is its
-computed `fill` (SVG) or `color` (HTML), blended by its alpha and opacity; the background is the first opaque thing under the text's centre
-(`elementsFromPoint`: an SVG shape's fill or an HTML element's background-color), else the page's.
+computed `fill` (SVG) or `color` (HTML), blended by its alpha and opacity; the background is, for SVG text, the first opaque thing under its centre (`elementsFromPoint`: a
+shape's fill or an HTML element's background-color), for HTML text the nearest ancestor's opaque
+background-color, else the page's. Text scrolled out of view is skipped.
 """
 
 from __future__ import annotations
@@ -46,17 +47,30 @@ JS_TEXT_CONTRAST = r"""(rootSelector) => {
     const fg = parse(isSvg(e) ? cs.fill : cs.color);
     if (!fg) continue;
     const cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+    // scrolled out of a scrolling box (or the window): not on screen, nothing to measure against
+    let hidden = cx < 0 || cy < 0 || cx > innerWidth || cy > innerHeight;
+    for (let a = e.parentElement; a && a !== document.body && !hidden; a = a.parentElement) {
+      const s = getComputedStyle(a);
+      if (s.overflowX === 'visible' && s.overflowY === 'visible') continue;
+      const b = a.getBoundingClientRect();
+      hidden = cx < b.left || cx > b.right || cy < b.top || cy > b.bottom;
+    }
+    if (hidden) continue;
     let bg = null;
-    for (const under of document.elementsFromPoint(cx, cy)) {
-      if (under === e || e.contains(under)) continue;
-      bg = paintOf(under);
-      if (bg) break;
+    if (isSvg(e)) {
+      for (const under of document.elementsFromPoint(cx, cy)) {
+        if (under === e || e.contains(under)) continue;
+        bg = paintOf(under);
+        if (bg) break;
+      }
+    } else {  // HTML: the nearest ancestor (or itself) with an opaque background
+      for (let a = e; a && !bg; a = a.parentElement) bg = paintOf(a);
     }
     bg = bg || bodyBg;
     const alpha = fg[3] * parseFloat(cs.opacity);  // a translucent text colour blends into what is under it
     const seen = [0, 1, 2].map((k) => fg[k] * alpha + bg[k] * (1 - alpha));
     const [a, b] = [lum(seen), lum(bg)].sort((x, y) => y - x);
-    texts.push({ text: e.textContent.trim().slice(0, 40), fg: cs.fill || cs.color, bg: `rgb(${bg.slice(0, 3).join(',')})`,
+    texts.push({ text: e.textContent.trim().slice(0, 40), fg: isSvg(e) ? cs.fill : cs.color, bg: `rgb(${bg.slice(0, 3).join(',')})`,
                  ratio: Math.round(((a + 0.05) / (b + 0.05)) * 100) / 100, size: parseFloat(cs.fontSize) * (r.height / (e.getBBox ? Math.max(e.getBBox().height, 1e-6) : r.height)) });
   }
   return texts;

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
 import torch
 
 from torchlens_widgets.lenses.layout import layout, read_storage
@@ -90,3 +92,43 @@ def test_fallbacks_are_deterministic_and_address_free() -> None:
     assert text == stride_text(b)
     assert not re.search(r"0x[0-9a-f]{6,}|\d{9,}", text + stride_svg(a))
     assert text.splitlines()[0] == "StrideDiagram: 2 tensors over 1 storage"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        torch.tensor([[1e30, -123456.789], [float("nan"), float("inf")]]),
+        torch.randn(3, 4, generator=torch.Generator().manual_seed(0)) * 1000,
+        torch.tensor([1 + 2j, -1e3 + 4.5e2j], dtype=torch.complex64),
+        torch.tensor([True, False]),
+        torch.tensor([2**63 - 1, -(2**63)], dtype=torch.int64),
+        torch.arange(2000.0)[1990:],  # indices with four digits
+    ],
+    ids=["huge-nan-inf", "randn-x1000", "complex", "bool", "int64-extremes", "long-indices"],
+)
+def test_no_text_overflows_its_cell(values: torch.Tensor) -> None:
+    """Every value and index a cell writes fits inside it (10 px monospace ≈ 6.1 px a character)."""
+    from torchlens_widgets.render.stride import CHAR_W
+
+    svg = stride_svg(model_of(values, values.reshape(-1)[:2]))
+    boxes = [(float(x), float(y), float(wd)) for x, y, wd in
+             re.findall(r'<rect class="(?:cb|cb rd|eb)" x="([\d.]+)" y="([\d.]+)" width="([\d.]+)"', svg)]
+    texts = re.findall(r'<text(?: class="idx")? x="([\d.]+)" y="([\d.]+)">([^<]*)</text>', svg)
+    assert boxes and texts
+    checked = 0
+    for tx, ty, body in texts:
+        tx, ty = float(tx), float(ty)
+        inside = [b for b in boxes if b[0] <= tx <= b[0] + b[2] and b[1] <= ty <= b[1] + 30]
+        if not inside:
+            continue  # a title or a slice label, not in a cell
+        x0, _, width = inside[0]
+        text = html.unescape(body)
+        assert tx + CHAR_W * len(text) <= x0 + width + 0.5, f"{text!r} overflows a {width}px cell"
+        checked += 1
+    assert checked >= 2 * values.numel()
+
+
+def test_values_are_compact_and_whole() -> None:
+    m = model_of(torch.tensor([1e30, -123456.789, 1540.25, float("nan")]), torch.tensor([2**63 - 1]))
+    shown = [c["value"] for st in m["storages"] for c in st["cells"]]
+    assert shown == ["1e+30", "-1.23e+05", "1540", "nan", "9.22e+18"]

@@ -29,7 +29,7 @@ def test_mimebundle_carries_widget_html_and_plain_text(trace) -> None:  # type: 
     assert "application/vnd.jupyter.widget-view+json" in data
     assert "image/svg+xml" not in data
     html = data["text/html"]
-    assert html.startswith('<div class="tlw-dispatch"') and "<script" not in html.lower()
+    assert html.startswith('<div class="tlw-dispatch tlw-theme"') and "<script" not in html.lower()
     assert html.count('class="tlw-op') == len(trace.ops) and 'data-id="c8"' not in html  # Tensor.shape (no op) hidden
     assert data["text/plain"].startswith("DispatchTrace: 8 aten ops (1 copy, 4 views, 0 in-place) under 9 Python calls")
     assert repr(w) == data["text/plain"]

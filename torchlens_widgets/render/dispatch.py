@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .markup import esc as _esc
+from .theme import STYLE as THEME_STYLE
 
 __all__ = [
     "DEFAULT_FILTERS",
@@ -331,11 +332,24 @@ def collapse_rows(rows: list[Mapping[str, Any]], collapsed: Any = ()) -> list[Ma
 
 
 
-_TABLE = 'cellpadding="2" style="border-collapse:collapse;font-family:monospace;font-size:12px;white-space:nowrap"'
-_TH = 'style="text-align:left;border-bottom:1px solid #999"'
-_CALL = "background:#f3f6fa"
-_COPY = "background:#fde2e1"
-_VIEW = "color:#777"
+#: Rules shared with the live view (labextension/src/dispatch/render.ts); colours are theme variables.
+#: The op column stays in view while the table scrolls sideways; long inputs and key lists wrap.
+STYLE = (
+    ".tlw-dispatch{font-family:monospace;font-size:12px;color:var(--tlw-fg);background:var(--tlw-bg);max-width:100%}"
+    ".tlw-dispatch table{border-collapse:collapse}"
+    ".tlw-dispatch th{text-align:left;border-bottom:1px solid var(--tlw-line);padding:2px 8px;background:var(--tlw-bg)}"
+    ".tlw-dispatch td{padding:1px 8px;vertical-align:top;white-space:nowrap}"
+    ".tlw-dispatch .tlw-dispatch-rows{width:100%}.tlw-dispatch .tlw-wrap{white-space:normal;overflow-wrap:anywhere;min-width:7em}"
+    ".tlw-dispatch .tlw-scroll{max-width:100%;max-height:480px;overflow:auto}"
+    ".tlw-dispatch .tlw-dispatch-rows td:first-child,.tlw-dispatch .tlw-dispatch-rows th:first-child"
+    "{position:sticky;left:0;z-index:1;background:var(--tlw-bg)}"
+    ".tlw-dispatch .tlw-call,.tlw-dispatch .tlw-call td:first-child{background:var(--tlw-tint1)}"
+    ".tlw-dispatch .tlw-call{font-weight:bold}"
+    ".tlw-dispatch .tlw-call .tlw-n,.tlw-dispatch .tlw-call .tlw-keys{font-weight:normal;color:var(--tlw-fg2)}"
+    ".tlw-dispatch .tlw-copy,.tlw-dispatch .tlw-copy td:first-child{background:var(--tlw-tint4)}"
+    ".tlw-dispatch .tlw-view{color:var(--tlw-fg2)}"
+    ".tlw-dispatch .tlw-note{color:var(--tlw-warn)}"
+)
 
 
 def dispatch_html(model: Mapping[str, Any], collapsed: Any = (), max_rows: int = 500) -> str:
@@ -343,44 +357,45 @@ def dispatch_html(model: Mapping[str, Any], collapsed: Any = (), max_rows: int =
     folded = set(collapsed)
     rows = collapse_rows(model["rows"], folded)
     out = [
-        '<div class="tlw-dispatch" style="font-family:monospace;font-size:12px">',
+        f'<div class="tlw-dispatch tlw-theme"><style>{THEME_STYLE}{STYLE}</style>',
         f'<div class="tlw-dispatch-headline">{_esc(_headline(model))}</div>',
     ]
     fl = _filter_line(model)
     if fl:
         out.append(f'<div class="tlw-dispatch-filter">{_esc(fl)}</div>')
-    out.append(f'<table class="tlw-dispatch-rows" {_TABLE}><thead><tr>')
-    out += [f"<th {_TH}>{h}</th>" for h in ("call / aten op", "inputs", "outputs", "dispatch keys")]
+    out.append('<div class="tlw-scroll"><table class="tlw-dispatch-rows"><thead><tr>')
+    out += [f"<th>{h}</th>" for h in ("call / aten op", "inputs", "outputs", "dispatch keys")]
     out.append("</tr></thead><tbody>")
     for r in rows[:max_rows]:
         indent = f'style="padding-left:{8 + 16 * r["depth"]}px"'
         if r["type"] == "call":
             n = r["n_ops"]
             out.append(
-                f'<tr class="tlw-call" data-id="{r["id"]}" style="{_CALL}">'
-                f'<td {indent}><b>{"▸" if r["id"] in folded else "▾"} {_esc(r["name"])}</b> '
-                f"· {n} op{'s' if n != 1 else ''}</td>"
-                f'<td>{_esc(r["args"])}</td><td></td><td>{_esc(r["path"])}</td></tr>'
+                f'<tr class="tlw-call" data-id="{r["id"]}">'
+                f'<td {indent}>{"▸" if r["id"] in folded else "▾"} {_esc(r["name"])} '
+                f'<span class="tlw-n">· {n} op{"s" if n != 1 else ""}</span></td>'
+                f'<td class="tlw-wrap">{_esc(r["args"])}</td><td></td>'
+                f'<td class="tlw-keys tlw-wrap">{_esc(r["path"])}</td></tr>'
             )
         else:
             cls = "tlw-op" + (" tlw-copy" if r["copy"] else "") + (" tlw-view" if r["view"] else "")
-            style = _COPY if r["copy"] else (_VIEW if r["view"] else "")
             out.append(
-                f'<tr class="{cls}" data-id="{r["id"]}"' + (f' style="{style}"' if style else "") + ">"
+                f'<tr class="{cls}" data-id="{r["id"]}">'
                 f"<td {indent}>{_esc(r['name'])}{_esc(_op_flags(r))}</td>"
-                f"<td>{_esc(r['inputs'])}</td><td>{_esc(r['outputs'])}</td>"
-                f'<td title="{_esc("still to run below Python: " + r["remaining"])}">{_esc(r["keys"])}</td></tr>'
+                f'<td class="tlw-wrap">{_esc(r["inputs"])}</td><td class="tlw-wrap">{_esc(r["outputs"])}</td>'
+                f'<td class="tlw-wrap" title="{_esc("still to run below Python: " + r["remaining"])}">'
+                f'{_esc(r["keys"])}</td></tr>'
             )
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     if len(rows) > max_rows:
         out.append(f'<div class="tlw-dispatch-more">… {len(rows) - max_rows:,} more rows (the live widget shows them all)</div>')
     if model["counts"]:
-        out.append(f'<table class="tlw-dispatch-counts" {_TABLE}><thead><tr>')
-        out.append(f"<th {_TH}>overload</th><th {_TH}>count</th></tr></thead><tbody>")
+        out.append('<table class="tlw-dispatch-counts"><thead><tr>')
+        out.append("<th>overload</th><th>count</th></tr></thead><tbody>")
         for c in model["counts"]:
-            style = f' style="{_COPY}"' if c["copy"] else ""
-            out.append(f'<tr class="tlw-count"{style}><td>{_esc(c["name"])}</td><td align="right">{c["count"]}</td></tr>')
+            cls = "tlw-count tlw-copy" if c["copy"] else "tlw-count"
+            out.append(f'<tr class="{cls}"><td>{_esc(c["name"])}</td><td align="right">{c["count"]}</td></tr>')
         out.append("</tbody></table>")
-    out += [f'<div class="tlw-dispatch-note" style="color:#a05000">{_esc(n)}</div>' for n in model["notes"]]
+    out += [f'<div class="tlw-note tlw-dispatch-note">{_esc(n)}</div>' for n in model["notes"]]
     out.append("</div>")
     return "".join(out)

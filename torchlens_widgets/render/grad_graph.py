@@ -42,6 +42,7 @@ from typing import Any
 
 from .graph_layout import layered_layout
 from .markup import esc as _esc
+from .theme import STYLE as THEME_STYLE
 
 __all__ = ["focus", "collapse_repeats", "grad_graph_model", "grad_graph_svg", "grad_graph_text", "check_graph"]
 
@@ -585,22 +586,56 @@ def grad_graph_model(
 # Static renderings
 
 _STYLE = (
-    ".tlw-grad text{text-anchor:middle;fill:#222}"
-    ".tlw-grad .e{fill:none;stroke:#999;stroke-width:1.2;marker-end:url(#tlw-grad-arrow)}"
-    ".tlw-grad .n rect{stroke:#666;stroke-width:1}"
-    ".tlw-grad .k-op rect{fill:#dce8f5}.tlw-grad .k-leaf rect{fill:#dff0d8}"
-    ".tlw-grad .k-custom rect{fill:#fbe3c4}.tlw-grad .k-other rect{fill:#eee}"
-    ".tlw-grad .k-group rect{fill:#ebe1f5;stroke:#7b4fa8;stroke-width:2;stroke-dasharray:6 2}"
-    ".tlw-grad .freed rect{fill:#f3f3f3;stroke:#bbb;stroke-dasharray:3 2}.tlw-grad .freed text{fill:#999}"
-    ".tlw-grad .part-freed .s{fill:#999}"
-    ".tlw-grad .hooked rect{stroke:#c0392b;stroke-width:2}"
-    ".tlw-grad .center rect{stroke:#000;stroke-width:2.5}"
-    ".tlw-grad .s{font-size:9px;fill:#555}"
-    ".tlw-grad .hid{font-size:9px;fill:#a05000;text-anchor:start}"
-    ".tlw-grad .grp{fill:none;stroke:#7b4fa8;stroke-dasharray:8 4}"
-    ".tlw-grad .badge{fill:#7b4fa8;font-weight:bold;text-anchor:start}"
-    ".tlw-grad .note{fill:#a05000;text-anchor:start}"
+    ".tlw-grad text{text-anchor:middle;fill:var(--tlw-fg)}"
+    ".tlw-grad .e{fill:none;stroke:var(--tlw-line);stroke-width:1.2;marker-end:url(#tlw-grad-arrow)}"
+    ".tlw-grad .arrow{fill:var(--tlw-line)}"
+    ".tlw-grad .n rect{stroke:var(--tlw-line);stroke-width:1}"
+    ".tlw-grad .k-op rect{fill:var(--tlw-tint1)}.tlw-grad .k-leaf rect{fill:var(--tlw-tint3)}"
+    ".tlw-grad .k-custom rect{fill:var(--tlw-tint2)}.tlw-grad .k-other rect{fill:var(--tlw-bg2)}"
+    ".tlw-grad .k-group rect{fill:var(--tlw-tint5);stroke:var(--tlw-cat5);stroke-width:2;stroke-dasharray:6 2}"
+    ".tlw-grad .freed rect{fill:var(--tlw-bg);stroke:var(--tlw-line);stroke-dasharray:3 2}"
+    ".tlw-grad .freed text,.tlw-grad .part-freed .s{fill:var(--tlw-fg2)}"
+    ".tlw-grad .hooked rect{stroke:var(--tlw-warn);stroke-width:2.5;stroke-dasharray:5 2}"
+    ".tlw-grad .center rect{stroke:var(--tlw-fg);stroke-width:2.5}"
+    ".tlw-grad .s{font-size:10px;fill:var(--tlw-fg2)}"
+    ".tlw-grad .hid{font-size:10px;fill:var(--tlw-warn);text-anchor:start}"
+    ".tlw-grad .grp{fill:none;stroke:var(--tlw-cat5);stroke-dasharray:8 4}"
+    ".tlw-grad .badge{fill:var(--tlw-fg);font-weight:bold;text-anchor:start}"
+    ".tlw-grad .note{fill:var(--tlw-warn);text-anchor:start}"
+    ".tlw-grad .lg rect{stroke:var(--tlw-line);stroke-width:1}"
+    ".tlw-grad .lg text{text-anchor:start;fill:var(--tlw-fg2)}"
 )
+
+#: Legend entries (the CSS classes of the sample box, what they mean), in drawing order; an entry shows
+#: when the picture has a node of that class ("sel" always: the live view selects on click).
+LEGEND = (
+    ("k-op", "backward of an op"),
+    ("k-leaf", "leaf (AccumulateGrad: a parameter/input)"),
+    ("k-custom", "custom autograd.Function"),
+    ("k-other", "other node"),
+    ("k-group", "repeated block, drawn once"),
+    ("freed", "saved tensors freed"),
+    ("hooked", "has hooks (dashed outline)"),
+    ("center", "focus centre"),
+)
+LEGEND_ROW = 18
+LEGEND_W = 18 + max(len(label) for _, label in LEGEND) * CHAR_W + 14 + 2 * MARGIN  # the picture is never narrower
+
+
+def legend_items(model: dict[str, Any], width: float) -> tuple[list[dict[str, Any]], float]:
+    """The legend's entries laid out in rows under the notes (boxes 14×10, then the label); its height."""
+    present = {c for nd in model["nodes"] for c in nd["cls"].split()}
+    top = model["height"] + 16 * len(model["notes"]) + 4
+    x, y, items = float(MARGIN), top, []
+    for cls, label in LEGEND:
+        if cls not in present:
+            continue
+        item_w = 18 + len(label) * CHAR_W + 14
+        if x > MARGIN and x + item_w > width - MARGIN:
+            x, y = float(MARGIN), y + LEGEND_ROW
+        items.append({"cls": cls, "label": label, "x": x, "y": y})
+        x += item_w
+    return items, (y + LEGEND_ROW - top + 4) if items else 0.0
 
 
 def _n(v: float) -> str:
@@ -613,14 +648,15 @@ def _n(v: float) -> str:
 def grad_graph_svg(model: dict[str, Any]) -> str:
     """Static SVG of a grad_fn graph model: the same boxes and edges the live widget draws."""
     notes = model["notes"]
-    w = max(model["width"], max((len(n) for n in notes), default=0) * CHAR_W * 0.92 + 2 * MARGIN)
-    h = model["height"] + 16 * len(notes)
+    w = max(model["width"], max((len(n) for n in notes), default=0) * CHAR_W * 0.92 + 2 * MARGIN, LEGEND_W)
+    legend, legend_h = legend_items(model, w)
+    h = model["height"] + 16 * len(notes) + legend_h
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_n(w)}" height="{_n(h)}" viewBox="0 0 {_n(w)} {_n(h)}" '
-        'class="tlw-grad" font-family="monospace" font-size="11">',
-        f"<style>{_STYLE}</style>",
+        'class="tlw-grad tlw-theme" font-family="monospace" font-size="11" style="background:var(--tlw-bg)">',
+        f"<style>{THEME_STYLE}{_STYLE}</style>",
         '<defs><marker id="tlw-grad-arrow" viewBox="0 0 8 8" refX="8" refY="4" markerWidth="7" markerHeight="7" '
-        'orient="auto"><path d="M0,0L8,4L0,8z" fill="#999"/></marker></defs>',
+        'orient="auto"><path class="arrow" d="M0,0L8,4L0,8z"/></marker></defs>',
     ]
     for grp in model["groups"]:
         b = grp["box"]
@@ -653,6 +689,9 @@ def grad_graph_svg(model: dict[str, Any]) -> str:
         out.append("</g>")
     for k, note in enumerate(notes):
         out.append(f'<text class="note" x="{MARGIN}" y="{_n(model["height"] + 12 + 16 * k)}">{_esc(note)}</text>')
+    for it in legend:
+        out.append(f'<g class="lg {it["cls"]}"><rect x="{_n(it["x"])}" y="{_n(it["y"] + 2)}" width="14" height="10" '
+                   f'rx="2"/><text x="{_n(it["x"] + 18)}" y="{_n(it["y"] + 11)}">{_esc(it["label"])}</text></g>')
     out.append("</svg>")
     return "".join(out)
 

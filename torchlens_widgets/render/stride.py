@@ -7,10 +7,10 @@ so the interactive view and the fallback cannot disagree. No torch imports here.
 
 Model schema (version 1), shared with labextension/src/stride/model.ts:
   {kind: "stride", version: 1, width, height, cell, notes: [str],
-   storages: [{id, label, dtype, itemsize, size, nbytes, x, y, title_y, truncated,
+   storages: [{id, label, dtype, itemsize, size, nbytes, x, y, title_y, truncated, cell_w,
                cells: [{i, x, y, value, gap_before, readers: [tensor index]}]}],
    tensors:  [{index, name, storage, shape, stride, offset, contiguous, is_view, base, version,
-               expanded_dims, numel, shown, truncated, title, x, y, color,
+               expanded_dims, numel, shown, truncated, title, x, y, color (a CSS colour), cell_w,
                slices: [{label, x, y}],
                elements: [{e, idx, s, x, y, value}]}]}
 """
@@ -24,15 +24,19 @@ from typing import Any
 
 from ..lenses.layout import Layout
 from .markup import esc as _esc
+from .theme import STYLE as THEME_STYLE
+from .theme import var
 
 __all__ = ["TensorView", "stride_model", "stride_svg", "stride_text", "PALETTE"]
 
-CELL = 30  # px per cell side
+CELL = 30  # px: cell height, and the least cell width
+CHAR_W = 6.1  # px per character of 10 px monospace
+MAX_CHARS = 12  # longest value written in a cell; longer ones end in "…" (the tooltip has all of it)
 PAD = 12
 STRIP_WRAP = 32  # storage cells per strip row
 MAX_WIDTH = 980  # wrap tensor grids and slices beyond this width
 TITLE_H = 18
-PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f"]
+PALETTE = [var(f"cat{k}") for k in range(1, 9)]  # tensor colours, from the theme
 
 ValueReader = Callable[[int, list[int]], "list[Any] | None"]
 
@@ -47,19 +51,32 @@ class TensorView:
 
 
 def _fmt_value(v: Any) -> str:
+    """A value as a cell shows it: at most 9 characters for any real number (4 significant digits)."""
     if isinstance(v, bool):
         return "T" if v else "F"
     if isinstance(v, int):
-        return str(v)
+        return str(v) if len(str(v)) <= 9 else format(v, ".2e")
     if isinstance(v, float):
         if math.isnan(v) or math.isinf(v):
             return str(v)
         if v == int(v) and abs(v) < 1e5:
             return str(int(v)) + "."
-        return format(v, ".3g")
+        text = format(v, ".4g")
+        return text if len(text) <= 9 else format(v, ".2e")
     if isinstance(v, complex):
         return format(v, ".2g")
     return str(v)
+
+
+def shown_value(value: str) -> str:
+    """What a cell writes: the value, or its first MAX_CHARS - 1 characters and "…" (tooltips hold all)."""
+    return value if len(value) <= MAX_CHARS else value[: MAX_CHARS - 1] + "…"
+
+
+def _cell_width(texts: list[str]) -> int:
+    """Cells wide enough for every value and index label they write (even px), at least CELL."""
+    longest = max((len(t) for t in texts), default=0)
+    return max(CELL, 2 * math.ceil((CHAR_W * longest + 8) / 2))
 
 
 def _shown_shape(shape: tuple[int, ...], max_elements: int) -> tuple[int, ...]:
@@ -163,20 +180,22 @@ def stride_model(
                     r.append(k)
         title_y = y + 12
         y += TITLE_H
+        texts = [_fmt_value(v) for v in values] if values is not None else []
+        cw = _cell_width([shown_value(t) for t in texts] + [f"→{i}" for i in cell_ids])
         cells = []
         for n, i in enumerate(cell_ids):
             row, col = divmod(n, STRIP_WRAP)
-            cx, cy = PAD + col * CELL, y + row * (CELL + 6)
+            cx, cy = PAD + col * cw, y + row * (CELL + 6)
             cells.append({
                 "i": i,
                 "x": cx,
                 "y": cy,
-                "value": _fmt_value(values[n]) if values is not None else None,
+                "value": texts[n] if values is not None else None,
                 "gap_before": n > 0 and cell_ids[n - 1] != i - 1,
                 "readers": readers.get(i, []),
             })
         rows = max(1, math.ceil(len(cell_ids) / STRIP_WRAP)) if cell_ids else 1
-        width = max(width, PAD * 2 + min(len(cell_ids), STRIP_WRAP) * CELL)
+        width = max(width, PAD * 2 + min(len(cell_ids), STRIP_WRAP) * cw)
         shared = len(members) > 1
         storages.append({
             "id": sid_label[sid],
@@ -192,6 +211,7 @@ def stride_model(
             "y": y,
             "title_y": title_y,
             "truncated": truncated_storage,
+            "cell_w": cw,
             "cells": cells,
         })
         y += rows * (CELL + 6) + 14
@@ -215,14 +235,14 @@ def stride_model(
             n_rows, n_cols = (shown[-2], shown[-1]) if len(shown) >= 2 else (1, shown[0] if shown else 1)
             if lay.numel == 0:
                 n_rows, n_cols = 0, 0
-            slice_w = n_cols * CELL + (12 if lead else 0)
+            slice_w = n_cols * cw + (12 if lead else 0)
             slice_h = n_rows * CELL + (16 if lead else 0)
             lead_idx = _iter_index(lead)
             per_row = max(1, (MAX_WIDTH - 2 * PAD) // max(slice_w, 1))
             n_slice_rows = math.ceil(len(lead_idx) / per_row)
             grid_w = min(len(lead_idx), per_row) * slice_w
             grid_h = n_slice_rows * slice_h
-            block_w = max(grid_w, int(len(title) * 6.7) + 4)  # 11 px monospace ≈ 6.6 px a character
+            block_w = max(grid_w, int(len(title) * 6.7) + 16)  # swatch, then 11 px monospace ≈ 6.6 px a character
             if x > PAD and x + block_w > MAX_WIDTH:
                 x = PAD
                 y += row_h + 16
@@ -251,7 +271,7 @@ def stride_model(
                     "e": _flat_index(idx, lay.shape),
                     "idx": list(idx),
                     "s": s,
-                    "x": ox + j * CELL,
+                    "x": ox + j * cw,
                     "y": oy + i * CELL,
                 })
             if values is not None:
@@ -281,6 +301,7 @@ def stride_model(
                 "x": gx,
                 "y": gy,
                 "color": PALETTE[k % len(PALETTE)],
+                "cell_w": cw,
                 "slices": slices,
                 "elements": elements,
             }
@@ -302,6 +323,16 @@ def stride_model(
 
 
 
+#: The picture's own rules; colours are theme variables (render/theme.py), shared with the live view.
+STYLE = (
+    ".tlw-stride text{fill:var(--tlw-fg)}.tlw-stride .st{font-size:12px;font-weight:bold}"
+    ".tlw-stride .ttl{font-size:11px}.tlw-stride .idx,.tlw-stride .sl{font-size:10px;fill:var(--tlw-fg2)}"
+    ".tlw-stride .cb{fill:var(--tlw-bg2);stroke:var(--tlw-line)}.tlw-stride .cb.rd{fill:var(--tlw-tint1)}"
+    ".tlw-stride .eb{fill:var(--tlw-bg);stroke-width:1.5}"
+    ".tlw-stride .gap{fill:var(--tlw-bad)}.tlw-stride .note{fill:var(--tlw-warn)}"
+)
+
+
 def stride_svg(model: dict[str, Any]) -> str:
     """Static SVG of a stride model: the same geometry the live widget draws, without interaction."""
     cell = model["cell"]
@@ -309,39 +340,44 @@ def stride_svg(model: dict[str, Any]) -> str:
     w, h = model["width"], model["height"] + notes_h
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-        'font-family="monospace" font-size="10" class="tlw-stride">'
+        'font-family="monospace" font-size="10" class="tlw-stride tlw-theme" style="background:var(--tlw-bg)">'
+        f"<style>{THEME_STYLE}{STYLE}</style>"
     ]
     colors = {t["index"]: t["color"] for t in model["tensors"]}
     for st in model["storages"]:
-        out.append(f'<text x="{st["x"]}" y="{st["title_y"]}" font-size="12" font-weight="bold">{_esc(st["label"])}</text>')
+        cw = st["cell_w"]
+        out.append(f'<text class="st" x="{st["x"]}" y="{st["title_y"]}">{_esc(st["label"])}</text>')
         for c in st["cells"]:
-            fill = "#eef3f8" if c["readers"] else "#f7f7f7"
             out.append(
-                f'<rect x="{c["x"]}" y="{c["y"]}" width="{cell - 2}" height="{cell - 2}" fill="{fill}" stroke="#888"/>'
+                f'<rect class="cb{" rd" if c["readers"] else ""}" x="{c["x"]}" y="{c["y"]}" '
+                f'width="{cw - 2}" height="{cell - 2}"/>'
             )
-            out.append(f'<text x="{c["x"] + 2}" y="{c["y"] + 9}" font-size="8" fill="#666">{c["i"]}</text>')
+            out.append(f'<text class="idx" x="{c["x"] + 2}" y="{c["y"] + 10}">{c["i"]}</text>')
             if c["value"] is not None:
-                out.append(f'<text x="{c["x"] + 3}" y="{c["y"] + 22}">{_esc(c["value"][:5])}</text>')
+                out.append(f'<text x="{c["x"] + 3}" y="{c["y"] + 22}">{_esc(shown_value(c["value"]))}</text>')
             for n, r in enumerate(c["readers"][:4]):
                 out.append(
-                    f'<rect x="{c["x"] + 1 + n * 6}" y="{c["y"] + cell - 6}" width="5" height="3" fill="{colors.get(r, "#999")}"/>'
+                    f'<rect x="{c["x"] + 1 + n * 6}" y="{c["y"] + cell - 6}" width="5" height="3" '
+                    f'style="fill:{colors.get(r, var("line"))}"/>'
                 )
             if c["gap_before"]:
-                out.append(f'<text x="{c["x"] - 4}" y="{c["y"] + 18}" fill="#c00">…</text>')
+                out.append(f'<text class="gap" x="{c["x"] - 4}" y="{c["y"] + 18}">…</text>')
     for t in model["tensors"]:
-        out.append(f'<text x="{t["x"]}" y="{t["y"] - 5}" font-size="11" fill="{t["color"]}">{_esc(t["title"])}</text>')
-        for s in t["slices"]:
-            out.append(f'<text x="{s["x"]}" y="{s["y"]}" font-size="9" fill="#555">{_esc(s["label"])}</text>')
+        cw = t["cell_w"]
+        out.append(f'<rect x="{t["x"]}" y="{t["y"] - 13}" width="9" height="9" style="fill:{t["color"]}"/>')
+        out.append(f'<text class="ttl" x="{t["x"] + 13}" y="{t["y"] - 5}">{_esc(t["title"])}</text>')
+        for sl in t["slices"]:
+            out.append(f'<text class="sl" x="{sl["x"]}" y="{sl["y"]}">{_esc(sl["label"])}</text>')
         for el in t["elements"]:
             out.append(
-                f'<rect x="{el["x"]}" y="{el["y"]}" width="{cell - 2}" height="{cell - 2}" fill="white" '
-                f'stroke="{t["color"]}" stroke-width="1.5"/>'
+                f'<rect class="eb" x="{el["x"]}" y="{el["y"]}" width="{cw - 2}" height="{cell - 2}" '
+                f'style="stroke:{t["color"]}"/>'
             )
-            out.append(f'<text x="{el["x"] + 2}" y="{el["y"] + 9}" font-size="8" fill="#666">→{el["s"]}</text>')
+            out.append(f'<text class="idx" x="{el["x"] + 2}" y="{el["y"] + 10}">→{el["s"]}</text>')
             if el["value"] is not None:
-                out.append(f'<text x="{el["x"] + 3}" y="{el["y"] + 22}">{_esc(el["value"][:5])}</text>')
+                out.append(f'<text x="{el["x"] + 3}" y="{el["y"] + 22}">{_esc(shown_value(el["value"]))}</text>')
     for n, note in enumerate(model["notes"]):
-        out.append(f'<text x="{PAD}" y="{model["height"] + 12 + 16 * n}" fill="#a05000">{_esc(note)}</text>')
+        out.append(f'<text class="note" x="{PAD}" y="{model["height"] + 12 + 16 * n}">{_esc(note)}</text>')
     out.append("</svg>")
     return "".join(out)
 

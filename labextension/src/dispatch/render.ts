@@ -19,6 +19,7 @@ import {
   type Filters,
   type Row,
 } from "./model";
+import { themeCss } from "../common/theme";
 
 export const CLASS = {
   root: "tlw-dispatch",
@@ -30,19 +31,28 @@ export const CLASS = {
   count: "tlw-count",
 } as const;
 
-const STYLE =
-  ".tlw-dispatch{font-family:monospace;font-size:12px}" +
+/** Python's STYLE (render/dispatch.py): theme colours; the op column stays put while the table scrolls. */
+export const STYLE =
+  ".tlw-dispatch{font-family:monospace;font-size:12px;color:var(--tlw-fg);background:var(--tlw-bg);max-width:100%}" +
   ".tlw-dispatch table{border-collapse:collapse}" +
-  ".tlw-dispatch th{text-align:left;border-bottom:1px solid #999;padding:2px 8px}" +
+  ".tlw-dispatch th{text-align:left;border-bottom:1px solid var(--tlw-line);padding:2px 8px;background:var(--tlw-bg)}" +
   ".tlw-dispatch td{padding:1px 8px;vertical-align:top;white-space:nowrap}" +
-  ".tlw-dispatch .tlw-call{background:#f3f6fa;font-weight:bold}" +
-  ".tlw-dispatch .tlw-call .tlw-n,.tlw-dispatch .tlw-call .tlw-keys{font-weight:normal;color:#555}" +
-  ".tlw-dispatch .tlw-copy{background:#fde2e1}" +
-  ".tlw-dispatch .tlw-view{color:#777}" +
+  ".tlw-dispatch .tlw-dispatch-rows{width:100%}.tlw-dispatch .tlw-wrap{white-space:normal;overflow-wrap:anywhere;min-width:7em}" +
+  ".tlw-dispatch .tlw-scroll{max-width:100%;max-height:480px;overflow:auto}" +
+  ".tlw-dispatch .tlw-dispatch-rows td:first-child,.tlw-dispatch .tlw-dispatch-rows th:first-child" +
+  "{position:sticky;left:0;z-index:1;background:var(--tlw-bg)}" +
+  ".tlw-dispatch .tlw-call,.tlw-dispatch .tlw-call td:first-child{background:var(--tlw-tint1)}" +
+  ".tlw-dispatch .tlw-call{font-weight:bold}" +
+  ".tlw-dispatch .tlw-call .tlw-n,.tlw-dispatch .tlw-call .tlw-keys{font-weight:normal;color:var(--tlw-fg2)}" +
+  ".tlw-dispatch .tlw-copy,.tlw-dispatch .tlw-copy td:first-child{background:var(--tlw-tint4)}" +
+  ".tlw-dispatch .tlw-view{color:var(--tlw-fg2)}" +
+  ".tlw-dispatch .tlw-note{color:var(--tlw-warn)}";
+const LIVE_STYLE =
   ".tlw-dispatch .tlw-toggle{cursor:pointer;user-select:none}" +
   ".tlw-dispatch .tlw-toolbar{display:flex;gap:10px;align-items:center;margin-bottom:6px;flex-wrap:wrap}" +
-  ".tlw-dispatch .tlw-scroll{max-height:480px;overflow:auto}" +
-  ".tlw-dispatch .tlw-note{color:#a05000}";
+  ".tlw-dispatch input,.tlw-dispatch button{font:inherit;color:var(--tlw-fg);background:var(--tlw-bg2);" +
+  "border:1px solid var(--tlw-line);border-radius:3px}" +
+  ".tlw-dispatch .tlw-toolbar label{color:var(--tlw-fg)}";
 
 export interface RenderOptions {
   filters?: Filters | null;
@@ -111,8 +121,8 @@ export function renderDispatch(el: HTMLElement, model: DispatchModel, options: R
   let collapsed = asIds(options.collapsed ?? []);
   const doc = el.ownerDocument;
 
-  const root = h(el, "div", { class: CLASS.root });
-  h(root, "style", {}, STYLE);
+  const root = h(el, "div", { class: `${CLASS.root} tlw-theme` });
+  h(root, "style", {}, themeCss() + STYLE + LIVE_STYLE);
   const bar = h(root, "div", { class: "tlw-toolbar" });
   const input = h(bar, "input", { type: "search", "data-filter": "text", placeholder: "filter aten ops by name" });
   const boxes: Record<"hide_views" | "only_copies" | "empty_calls", HTMLInputElement> = {
@@ -152,16 +162,16 @@ export function renderDispatch(el: HTMLElement, model: DispatchModel, options: R
       h(first, "span", { class: CLASS.toggle, "data-id": r.id, title: "fold / unfold" }, folded.has(r.id) ? "▸" : "▾");
       first.appendChild(doc.createTextNode(` ${r.name} `));
       h(first, "span", { class: "tlw-n" }, `· ${plural(r.n_ops, "op")}`);
-      h(tr, "td", {}, r.args);
+      h(tr, "td", { class: "tlw-wrap" }, r.args);
       h(tr, "td");
-      h(tr, "td", { class: "tlw-keys" }, r.path);
+      h(tr, "td", { class: "tlw-keys tlw-wrap" }, r.path);
     } else {
       const cls = [CLASS.op, ...(r.copy ? [CLASS.copy] : []), ...(r.view ? [CLASS.view] : [])].join(" ");
       const tr = h(frag, "tr", { class: cls, "data-id": r.id });
       h(tr, "td", { style: indent }, r.name + opFlags(r));
-      h(tr, "td", {}, r.inputs);
-      h(tr, "td", {}, r.outputs);
-      h(tr, "td", { title: `still to run below Python: ${r.remaining}` }, r.keys);
+      h(tr, "td", { class: "tlw-wrap" }, r.inputs);
+      h(tr, "td", { class: "tlw-wrap" }, r.outputs);
+      h(tr, "td", { class: "tlw-wrap", title: `still to run below Python: ${r.remaining}` }, r.keys);
     }
   }
 

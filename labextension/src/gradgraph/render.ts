@@ -7,6 +7,7 @@
 
 import { fmtBytes, stepState, type GradGraphModel, type GradNode } from "./model";
 import { el, num, svgRoot } from "../common/svg";
+import { themeCss } from "../common/theme";
 
 export { el, num, SVG_NS } from "../common/svg";
 
@@ -25,37 +26,78 @@ export const CLASS = {
 
 /** Python's `_STYLE` in render/grad_graph.py, verbatim. */
 export const PY_STYLE =
-  ".tlw-grad text{text-anchor:middle;fill:#222}" +
-  ".tlw-grad .e{fill:none;stroke:#999;stroke-width:1.2;marker-end:url(#tlw-grad-arrow)}" +
-  ".tlw-grad .n rect{stroke:#666;stroke-width:1}" +
-  ".tlw-grad .k-op rect{fill:#dce8f5}.tlw-grad .k-leaf rect{fill:#dff0d8}" +
-  ".tlw-grad .k-custom rect{fill:#fbe3c4}.tlw-grad .k-other rect{fill:#eee}" +
-  ".tlw-grad .k-group rect{fill:#ebe1f5;stroke:#7b4fa8;stroke-width:2;stroke-dasharray:6 2}" +
-  ".tlw-grad .freed rect{fill:#f3f3f3;stroke:#bbb;stroke-dasharray:3 2}.tlw-grad .freed text{fill:#999}" +
-  ".tlw-grad .part-freed .s{fill:#999}" +
-  ".tlw-grad .hooked rect{stroke:#c0392b;stroke-width:2}" +
-  ".tlw-grad .center rect{stroke:#000;stroke-width:2.5}" +
-  ".tlw-grad .s{font-size:9px;fill:#555}" +
-  ".tlw-grad .hid{font-size:9px;fill:#a05000;text-anchor:start}" +
-  ".tlw-grad .grp{fill:none;stroke:#7b4fa8;stroke-dasharray:8 4}" +
-  ".tlw-grad .badge{fill:#7b4fa8;font-weight:bold;text-anchor:start}" +
-  ".tlw-grad .note{fill:#a05000;text-anchor:start}";
+  ".tlw-grad text{text-anchor:middle;fill:var(--tlw-fg)}" +
+  ".tlw-grad .e{fill:none;stroke:var(--tlw-line);stroke-width:1.2;marker-end:url(#tlw-grad-arrow)}" +
+  ".tlw-grad .arrow{fill:var(--tlw-line)}" +
+  ".tlw-grad .n rect{stroke:var(--tlw-line);stroke-width:1}" +
+  ".tlw-grad .k-op rect{fill:var(--tlw-tint1)}.tlw-grad .k-leaf rect{fill:var(--tlw-tint3)}" +
+  ".tlw-grad .k-custom rect{fill:var(--tlw-tint2)}.tlw-grad .k-other rect{fill:var(--tlw-bg2)}" +
+  ".tlw-grad .k-group rect{fill:var(--tlw-tint5);stroke:var(--tlw-cat5);stroke-width:2;stroke-dasharray:6 2}" +
+  ".tlw-grad .freed rect{fill:var(--tlw-bg);stroke:var(--tlw-line);stroke-dasharray:3 2}" +
+  ".tlw-grad .freed text,.tlw-grad .part-freed .s{fill:var(--tlw-fg2)}" +
+  ".tlw-grad .hooked rect{stroke:var(--tlw-warn);stroke-width:2.5;stroke-dasharray:5 2}" +
+  ".tlw-grad .center rect{stroke:var(--tlw-fg);stroke-width:2.5}" +
+  ".tlw-grad .s{font-size:10px;fill:var(--tlw-fg2)}" +
+  ".tlw-grad .hid{font-size:10px;fill:var(--tlw-warn);text-anchor:start}" +
+  ".tlw-grad .grp{fill:none;stroke:var(--tlw-cat5);stroke-dasharray:8 4}" +
+  ".tlw-grad .badge{fill:var(--tlw-fg);font-weight:bold;text-anchor:start}" +
+  ".tlw-grad .note{fill:var(--tlw-warn);text-anchor:start}" +
+  ".tlw-grad .lg rect{stroke:var(--tlw-line);stroke-width:1}" +
+  ".tlw-grad .lg text{text-anchor:start;fill:var(--tlw-fg2)}";
 
-/** Interaction states; `g.` raises specificity over PY_STYLE's kind fills. */
+/** Interaction states; `g.` raises specificity over PY_STYLE's kind fills. Selection is a thick solid
+ * accent outline, unlike hooks (a dashed warn outline), so the two never look alike. */
 const LIVE_STYLE =
   ".tlw-grad .tlw-gnode{cursor:pointer}.tlw-grad text{pointer-events:none;user-select:none}" +
   ".tlw-grad g.tlw-done rect{fill-opacity:.45}" +
-  ".tlw-grad g.tlw-released rect{stroke-dasharray:3 2;fill:#f3f3f3}.tlw-grad g.tlw-released .s{fill:#999}" +
-  ".tlw-grad g.tlw-grad-leaf rect{fill:#8fd694;fill-opacity:1;stroke:#1b7a2a;stroke-width:3;stroke-dasharray:none}" +
-  ".tlw-grad g.tlw-running rect{fill:#ffd54f;fill-opacity:1;stroke:#e65100;stroke-width:3;stroke-dasharray:none}" +
-  ".tlw-grad g.tlw-gselected rect{stroke:#d62728;stroke-width:3.5}" +
-  ".tlw-grad g.tlw-gnode:hover rect{stroke:#222;stroke-width:2}";
+  ".tlw-grad g.tlw-released rect{stroke-dasharray:3 2;fill:var(--tlw-bg)}.tlw-grad g.tlw-released .s{fill:var(--tlw-fg2)}" +
+  ".tlw-grad g.tlw-grad-leaf rect{fill:var(--tlw-tint3);fill-opacity:1;stroke:var(--tlw-good);stroke-width:3;stroke-dasharray:none}" +
+  ".tlw-grad g.tlw-running rect{fill:var(--tlw-tint7);fill-opacity:1;stroke:var(--tlw-cat2);stroke-width:3;stroke-dasharray:none}" +
+  ".tlw-grad g.tlw-gselected rect{stroke:var(--tlw-accent);stroke-width:4;stroke-dasharray:none}" +
+  ".tlw-grad g.tlw-gnode:hover rect{stroke:var(--tlw-fg);stroke-width:2}";
 
-/** Python's svg width/height: the model's, widened for long notes. */
+/** Python's LEGEND (render/grad_graph.py): sample-box classes and what they mean, in drawing order. */
+export const LEGEND: ReadonlyArray<readonly [string, string]> = [
+  ["k-op", "backward of an op"],
+  ["k-leaf", "leaf (AccumulateGrad: a parameter/input)"],
+  ["k-custom", "custom autograd.Function"],
+  ["k-other", "other node"],
+  ["k-group", "repeated block, drawn once"],
+  ["freed", "saved tensors freed"],
+  ["hooked", "has hooks (dashed outline)"],
+  ["center", "focus centre"],
+];
+const LEGEND_ROW = 18;
+/** Python's LEGEND_W: the picture is never narrower than the longest legend entry. */
+const LEGEND_W = 18 + Math.max(...LEGEND.map(([, label]) => Array.from(label).length)) * CHAR_W + 14 + 2 * MARGIN;
+
+export interface LegendItem { cls: string; label: string; x: number; y: number }
+
+/** Python's `legend_items`: entries for the classes present, in rows under the notes; and its height. */
+export function legendItems(model: GradGraphModel, width: number): { items: LegendItem[]; height: number } {
+  const present = new Set(model.nodes.flatMap((nd) => nd.cls.split(" ")));
+  const top = model.height + 16 * model.notes.length + 4;
+  let x = MARGIN;
+  let y = top;
+  const items: LegendItem[] = [];
+  for (const [cls, label] of LEGEND) {
+    if (!present.has(cls)) continue;
+    const itemW = 18 + Array.from(label).length * CHAR_W + 14;
+    if (x > MARGIN && x + itemW > width - MARGIN) {
+      x = MARGIN;
+      y = y + LEGEND_ROW;
+    }
+    items.push({ cls, label, x, y });
+    x += itemW;
+  }
+  return { items, height: items.length ? y + LEGEND_ROW - top + 4 : 0 };
+}
+
+/** Python's svg width/height: the model's, widened for long notes, with the legend below. */
 export function svgSize(model: GradGraphModel): { w: number; h: number } {
   const longest = model.notes.reduce((m, n) => Math.max(m, Array.from(n).length), 0);
-  const w = Math.max(model.width, longest * CHAR_W * 0.92 + 2 * MARGIN);
-  return { w, h: model.height + 16 * model.notes.length };
+  const w = Math.max(model.width, longest * CHAR_W * 0.92 + 2 * MARGIN, LEGEND_W);
+  return { w, h: model.height + 16 * model.notes.length + legendItems(model, w).height };
 }
 
 function nodeTitle(nd: GradNode): string {
@@ -71,10 +113,11 @@ function nodeTitle(nd: GradNode): string {
 /** Draw the model into a new <svg class="tlw-grad"> (viewBox = the whole picture, as in Python). */
 export function drawGraph(doc: Document, model: GradGraphModel): SVGSVGElement {
   const { w, h } = svgSize(model);
-  const root = svgRoot(doc, w, h, CLASS.root, PY_STYLE + LIVE_STYLE);
+  const root = svgRoot(doc, w, h, `${CLASS.root} tlw-theme`, themeCss() + PY_STYLE + LIVE_STYLE);
+  root.setAttribute("style", "background:var(--tlw-bg)");
   const defs = el("defs", {}, root);
   const marker = el("marker", { id: "tlw-grad-arrow", viewBox: "0 0 8 8", refX: 8, refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto" }, defs);
-  el("path", { d: "M0,0L8,4L0,8z", fill: "#999" }, marker);
+  el("path", { class: "arrow", d: "M0,0L8,4L0,8z" }, marker);
   for (const g of model.groups) {
     const b = g.box;
     if (!b) continue;
@@ -98,6 +141,11 @@ export function drawGraph(doc: Document, model: GradGraphModel): SVGSVGElement {
   model.notes.forEach((note, k) => {
     el("text", { class: "note", x: MARGIN, y: num(model.height + 12 + 16 * k) }, root, note);
   });
+  for (const it of legendItems(model, w).items) {
+    const g = el("g", { class: `lg ${it.cls}` }, root);
+    el("rect", { x: num(it.x), y: num(it.y + 2), width: 14, height: 10, rx: 2 }, g);
+    el("text", { x: num(it.x + 18), y: num(it.y + 11) }, g, it.label);
+  }
   return root;
 }
 

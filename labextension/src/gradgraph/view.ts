@@ -7,6 +7,7 @@
 import { isGradGraphModel, nodeDetails, type GradGraphModel } from "./model";
 import { fillDetails } from "./panel";
 import { applyState, CLASS, drawGraph, num, svgSize } from "./render";
+import { themeCss } from "../common/theme";
 
 const VIEW_H = 560; // px: the tallest viewport; taller graphs open on their top (the roots)
 const VIEW_W = 960; // user units shown across when a tall graph opens
@@ -16,23 +17,26 @@ const PLAY_TEXT = "▶ play";
 const PAUSE_TEXT = "‖ pause";
 
 const SHELL_STYLE =
-  ".tlw-gg{font:12px/1.35 system-ui,-apple-system,'Segoe UI',sans-serif;color:#222}" +
+  ".tlw-gg{font:12px/1.35 system-ui,-apple-system,'Segoe UI',sans-serif;color:var(--tlw-fg)}" +
   ".tlw-gg-bar{display:flex;flex-wrap:wrap;align-items:center;gap:4px;margin:0 0 4px}" +
-  ".tlw-gg button{font:inherit;min-width:26px;padding:1px 6px;border:1px solid #bbb;border-radius:3px;background:#f6f6f6;cursor:pointer}" +
-  ".tlw-gg button:disabled{opacity:.45;cursor:default}.tlw-gg-sep{width:10px}" +
+  ".tlw-gg button{font:inherit;min-width:26px;padding:1px 6px;border:1px solid var(--tlw-line);border-radius:3px;" +
+  "color:var(--tlw-fg);background:var(--tlw-bg2);cursor:pointer}" +
+  ".tlw-gg button:disabled{color:var(--tlw-fg2);cursor:default;border-style:dashed}.tlw-gg-sep{width:10px}" +
   ".tlw-step-label{min-width:14em;font-family:monospace;white-space:nowrap}" +
   ".tlw-step-slider{width:180px}" +
   ".tlw-gg-main{display:flex;gap:8px;align-items:flex-start}" +
-  ".tlw-gg-viewport{flex:1 1 auto;min-width:0;border:1px solid #ddd;border-radius:3px;background:#fff;overflow:hidden;cursor:grab;touch-action:none}" +
+  ".tlw-gg-viewport{flex:1 1 auto;min-width:0;border:1px solid var(--tlw-line);border-radius:3px;background:var(--tlw-bg);" +
+  "overflow:hidden;cursor:grab;touch-action:none}" +
   ".tlw-gg-viewport.tlw-dragging{cursor:grabbing}.tlw-gg-viewport>svg{display:block;width:100%}" +
-  ".tlw-details{flex:0 0 290px;box-sizing:border-box;overflow:auto;border:1px solid #ddd;border-radius:3px;padding:6px 8px;background:#fcfcfc}" +
+  ".tlw-details{flex:0 0 290px;box-sizing:border-box;overflow:auto;border:1px solid var(--tlw-line);border-radius:3px;" +
+  "padding:6px 8px;background:var(--tlw-bg)}" +
   ".tlw-d-name{font-weight:600;font-family:monospace;margin-bottom:4px;word-break:break-all}" +
   ".tlw-details table{border-collapse:collapse;font-size:11px;margin:2px 0 6px}" +
-  ".tlw-details th{text-align:left;font-weight:normal;color:#666;padding:1px 8px 1px 0;vertical-align:top}" +
+  ".tlw-details th{text-align:left;font-weight:normal;color:var(--tlw-fg2);padding:1px 8px 1px 0;vertical-align:top}" +
   ".tlw-details td{font-family:monospace;padding:1px 6px 1px 0;word-break:break-all}" +
-  ".tlw-saved td{border-top:1px solid #eee}.tlw-saved .tlw-freed td{color:#aaa;text-decoration:line-through}" +
-  ".tlw-d-saved-head,.tlw-d-group,.tlw-d-block{font-size:11px;margin:4px 0 2px}.tlw-d-group,.tlw-d-block{color:#7b4fa8}" +
-  ".tlw-state-running td{color:#e65100;font-weight:600}.tlw-d-hint{color:#777;margin:2px 0}" +
+  ".tlw-saved td{border-top:1px solid var(--tlw-grid)}.tlw-saved .tlw-freed td{color:var(--tlw-fg2);text-decoration:line-through}" +
+  ".tlw-d-saved-head,.tlw-d-group,.tlw-d-block{font-size:11px;margin:4px 0 2px}.tlw-d-group,.tlw-d-block{color:var(--tlw-accent)}" +
+  ".tlw-state-running td{color:var(--tlw-warn);font-weight:600}.tlw-d-hint{color:var(--tlw-fg2);margin:2px 0}" +
   ".tlw-d-focus{margin-top:6px}";
 
 export interface ViewOptions {
@@ -84,9 +88,9 @@ export function renderGradGraph(container: HTMLElement, model: GradGraphModel, o
   if (!isGradGraphModel(model)) throw new Error("not a grad_graph model");
   const doc = container.ownerDocument;
   const root = doc.createElement("div");
-  root.className = "tlw-gg";
+  root.className = "tlw-gg tlw-theme";
   const style = doc.createElement("style");
-  style.textContent = SHELL_STYLE;
+  style.textContent = themeCss() + SHELL_STYLE;
   root.appendChild(style);
 
   // Toolbar.
@@ -108,10 +112,12 @@ export function renderGradGraph(container: HTMLElement, model: GradGraphModel, o
   const label = doc.createElement("span");
   label.className = "tlw-step-label";
   bar.appendChild(label);
-  if (!nSteps) for (const c of [prevB, playB, nextB, slider]) c.disabled = true;
   const sep = doc.createElement("span");
   sep.className = "tlw-gg-sep";
   bar.appendChild(sep);
+  // Stepping needs a recorded backward (record_backward / show_grad_graph(..., recording=...)): without one
+  // its controls are left out rather than shown disabled.
+  if (!nSteps) for (const c of [prevB, playB, nextB, slider, label, sep]) c.hidden = true;
   button(bar, "zoom-out", "−", "zoom out");
   button(bar, "zoom-in", "+", "zoom in");
   button(bar, "fit", "fit", "show the whole graph");

@@ -30,6 +30,8 @@ export interface StrideStorage {
   y: number;
   title_y: number;
   truncated: boolean;
+  /** Width of its cells (and of its tensors' elements) in px: sized to the longest value it writes. */
+  cell_w: number;
   cells: StrideCell[];
 }
 
@@ -68,10 +70,13 @@ export interface StrideTensor {
   shown: number;
   truncated: boolean;
   title: string;
-  /** Top-left corner of the grid; the title is drawn at (x, y - 5). */
+  /** Top-left corner of the grid; a colour swatch and the title are drawn above it. */
   x: number;
   y: number;
+  /** A CSS colour (a theme variable, `var(--tlw-catN)`): used in style attributes, never as an SVG attribute. */
   color: string;
+  /** Width of its elements in px (its storage's cell_w). */
+  cell_w: number;
   slices: StrideSlice[];
   elements: StrideElement[];
 }
@@ -81,7 +86,7 @@ export interface StrideModel {
   version: 1;
   width: number;
   height: number;
-  /** Side of one cell in px (rects are cell - 2 wide). */
+  /** Height of one cell in px (rects are cell - 2 high), and the least cell width. */
   cell: number;
   notes: string[];
   storages: StrideStorage[];

@@ -11,6 +11,7 @@
  */
 
 import { el as svg, SVG_NS } from "../common/svg";
+import { themeCss, themeVar } from "../common/theme";
 import { isCellSelection, selectCell, type StrideModel, type StrideSelection, type StrideTensor } from "./model";
 
 const PAD = 12; // Python's PAD: the x of the notes
@@ -25,11 +26,21 @@ export const CLASS = {
   selected: "tlw-selected",
 } as const;
 
-const STYLE =
+/** Python's MAX_CHARS: longer values end in "…" in the cell (the tooltip has all of it). */
+const MAX_CHARS = 12;
+
+/** Python's STYLE (render/stride.py), then the live view's own rules. */
+export const STYLE =
+  ".tlw-stride text{fill:var(--tlw-fg)}.tlw-stride .st{font-size:12px;font-weight:bold}" +
+  ".tlw-stride .ttl{font-size:11px}.tlw-stride .idx,.tlw-stride .sl{font-size:10px;fill:var(--tlw-fg2)}" +
+  ".tlw-stride .cb{fill:var(--tlw-bg2);stroke:var(--tlw-line)}.tlw-stride .cb.rd{fill:var(--tlw-tint1)}" +
+  ".tlw-stride .eb{fill:var(--tlw-bg);stroke-width:1.5}" +
+  ".tlw-stride .gap{fill:var(--tlw-bad)}.tlw-stride .note{fill:var(--tlw-warn)}";
+const LIVE_STYLE =
   ".tlw-stride text{pointer-events:none}" +
   ".tlw-stride .tlw-cell,.tlw-stride .tlw-element{cursor:pointer}" +
-  ".tlw-stride .tlw-hover>.tlw-box{stroke:#222;stroke-width:2.5px;fill:#fff6d5}" +
-  ".tlw-stride .tlw-selected>.tlw-box{stroke:#d62728;stroke-width:3px;fill:#ffe08a}";
+  ".tlw-stride .tlw-hover>.tlw-box{stroke:var(--tlw-fg);stroke-width:2.5px;fill:var(--tlw-tint7)}" +
+  ".tlw-stride .tlw-selected>.tlw-box{stroke:var(--tlw-bad);stroke-width:3px;fill:var(--tlw-tint2)}";
 
 export interface RenderOptions {
   /** Selection to show initially ({} or absent: nothing selected). */
@@ -48,9 +59,10 @@ export interface StrideView {
   destroy(): void;
 }
 
-/** Python's `value[:5]` (by code point). */
-function clip5(v: string): string {
-  return Array.from(v).slice(0, 5).join("");
+/** Python's `shown_value` (by code point): the value, or its start and "…". */
+export function shownValue(v: string): string {
+  const chars = Array.from(v);
+  return chars.length <= MAX_CHARS ? v : chars.slice(0, MAX_CHARS - 1).join("") + "…";
 }
 
 /** "name[1, 2]" for an element multi-index ("name" for a 0-d tensor). */
@@ -90,12 +102,12 @@ export function renderStride(container: HTMLElement, model: StrideModel, opts: R
     viewBox: `0 0 ${w} ${h}`,
     "font-family": "monospace",
     "font-size": 10,
-    class: CLASS.root,
-    style: "background:#fff;max-width:100%;height:auto",
+    class: `${CLASS.root} tlw-theme`,
+    style: "background:var(--tlw-bg);max-width:100%;height:auto",
   })) {
     root.setAttribute(k, String(v));
   }
-  svg("style", {}, root, STYLE);
+  svg("style", {}, root, themeCss() + STYLE + LIVE_STYLE);
 
   const byIndex = new Map<number, StrideTensor>(model.tensors.map((t) => [t.index, t]));
   const colors = new Map<number, string>(model.tensors.map((t) => [t.index, t.color]));
@@ -109,7 +121,8 @@ export function renderStride(container: HTMLElement, model: StrideModel, opts: R
   };
 
   for (const st of model.storages) {
-    svg("text", { x: st.x, y: st.title_y, "font-size": 12, "font-weight": "bold" }, root, st.label);
+    svg("text", { class: "st", x: st.x, y: st.title_y }, root, st.label);
+    const cw = st.cell_w;
     for (const c of st.cells) {
       const g = svg("g", { class: CLASS.cell, "data-storage": st.id, "data-cell": c.i }, root);
       const names = c.readers.map((r) => byIndex.get(r)?.name ?? `#${r}`);
@@ -121,20 +134,22 @@ export function renderStride(container: HTMLElement, model: StrideModel, opts: R
           (c.value !== null ? ` = ${c.value}` : "") +
           (names.length ? `\nread by ${names.join(", ")}` : "\nread by no drawn element"),
       );
-      svg("rect", { class: CLASS.box, x: c.x, y: c.y, width: box, height: box, fill: c.readers.length ? "#eef3f8" : "#f7f7f7", stroke: "#888" }, g);
-      svg("text", { x: c.x + 2, y: c.y + 9, "font-size": 8, fill: "#666" }, g, String(c.i));
-      if (c.value !== null) svg("text", { x: c.x + 3, y: c.y + 22 }, g, clip5(c.value));
+      svg("rect", { class: `${CLASS.box} cb${c.readers.length ? " rd" : ""}`, x: c.x, y: c.y, width: cw - 2, height: box }, g);
+      svg("text", { class: "idx", x: c.x + 2, y: c.y + 10 }, g, String(c.i));
+      if (c.value !== null) svg("text", { x: c.x + 3, y: c.y + 22 }, g, shownValue(c.value));
       c.readers.slice(0, 4).forEach((r, n) => {
-        svg("rect", { x: c.x + 1 + n * 6, y: c.y + cell - 6, width: 5, height: 3, fill: colors.get(r) ?? "#999" }, g);
+        svg("rect", { x: c.x + 1 + n * 6, y: c.y + cell - 6, width: 5, height: 3, style: `fill:${colors.get(r) ?? themeVar("line")}` }, g);
       });
-      if (c.gap_before) svg("text", { x: c.x - 4, y: c.y + 18, fill: "#c00" }, g, "…");
+      if (c.gap_before) svg("text", { class: "gap", x: c.x - 4, y: c.y + 18 }, g, "…");
       track(st.id, c.i, g);
     }
   }
 
   for (const t of model.tensors) {
-    svg("text", { x: t.x, y: t.y - 5, "font-size": 11, fill: t.color }, root, t.title);
-    for (const s of t.slices) svg("text", { x: s.x, y: s.y, "font-size": 9, fill: "#555" }, root, s.label);
+    const cw = t.cell_w;
+    svg("rect", { x: t.x, y: t.y - 13, width: 9, height: 9, style: `fill:${t.color}` }, root);
+    svg("text", { class: "ttl", x: t.x + 13, y: t.y - 5 }, root, t.title);
+    for (const s of t.slices) svg("text", { class: "sl", x: s.x, y: s.y }, root, s.label);
     for (const el of t.elements) {
       const g = svg("g", { class: CLASS.element, "data-tensor": t.index, "data-e": el.e, "data-storage": t.storage, "data-cell": el.s }, root);
       const sum = el.idx.map((i, d) => `${i}·${t.stride[d]}`);
@@ -146,15 +161,15 @@ export function renderStride(container: HTMLElement, model: StrideModel, opts: R
           (el.value !== null ? ` = ${el.value}` : "") +
           `\n${el.s} = ${[String(t.offset), ...sum].join(" + ")} (offset + Σ index·stride)`,
       );
-      svg("rect", { class: CLASS.box, x: el.x, y: el.y, width: box, height: box, fill: "white", stroke: t.color, "stroke-width": 1.5 }, g);
-      svg("text", { x: el.x + 2, y: el.y + 9, "font-size": 8, fill: "#666" }, g, `→${el.s}`);
-      if (el.value !== null) svg("text", { x: el.x + 3, y: el.y + 22 }, g, clip5(el.value));
+      svg("rect", { class: `${CLASS.box} eb`, x: el.x, y: el.y, width: cw - 2, height: box, style: `stroke:${t.color}` }, g);
+      svg("text", { class: "idx", x: el.x + 2, y: el.y + 10 }, g, `→${el.s}`);
+      if (el.value !== null) svg("text", { x: el.x + 3, y: el.y + 22 }, g, shownValue(el.value));
       track(t.storage, el.s, g);
     }
   }
 
   model.notes.forEach((note, n) => {
-    svg("text", { x: PAD, y: model.height + 12 + 16 * n, fill: "#a05000" }, root, note);
+    svg("text", { class: "note", x: PAD, y: model.height + 12 + 16 * n }, root, note);
   });
 
   let selection: StrideSelection = {};
