@@ -19,7 +19,7 @@ from torchlens_widgets.render.stride import TensorView, stride_model, stride_svg
 
 def svg_for(t: torch.Tensor) -> str:
     lay = layout(t)
-    model = stride_model([TensorView("t", lay)], lambda sid, cells: read_storage(t, cells))
+    model = stride_model([TensorView("t", lay)], lambda _k, cells: read_storage(t, cells))
     return stride_svg(model)
 
 

@@ -43,8 +43,7 @@ def build_model(tensors: list[torch.Tensor], names: list[str]) -> dict[str, Any]
         if lay.is_view and t._base is not None:
             base = next((n for n, other in zip(names, tensors, strict=True) if other is t._base), "an unnamed tensor")
         views.append(TensorView(name=name, layout=lay, base=base))
-    by_storage = {lay.storage_id: t for t, lay in zip(tensors, layouts, strict=True)}
-    return stride_model(views, lambda sid, cells: read_storage(by_storage[sid], cells))
+    return stride_model(views, lambda k, cells: read_storage(tensors[k], cells))
 
 
 def fixture_model() -> dict[str, Any]:

@@ -15,8 +15,7 @@ from torchlens_widgets.render.stride import TensorView, stride_model, stride_svg
 
 def model_of(*tensors: torch.Tensor, **kw: int) -> dict:
     views = [TensorView(f"t{k}", layout(t)) for k, t in enumerate(tensors)]
-    by_sid = {layout(t).storage_id: t for t in tensors}
-    return stride_model(views, lambda sid, cells: read_storage(by_sid[sid], cells), **kw)
+    return stride_model(views, lambda k, cells: read_storage(tensors[k], cells), **kw)
 
 
 def test_views_share_a_strip_and_copies_get_their_own() -> None:

@@ -422,7 +422,7 @@ def _side_by_side(expected: torch.Tensor, got: torch.Tensor) -> str:
     parts = []
     for title, t in (("expected", expected), ("yours", got)):
         lay = layout(t)
-        def values(_sid: int, cells: list[int], t: torch.Tensor = t) -> list[Any] | None:
+        def values(_k: int, cells: list[int], t: torch.Tensor = t) -> list[Any] | None:
             return read_storage(t, cells)
 
         with integrity.clean():

@@ -98,6 +98,10 @@ class AllocatorError(ValueError):
     """Bad use of the simulator (unknown handle, double free, bad setting); the message says what to do."""
 
 
+#: The largest request the simulator takes (1 PiB): anything above is a units mistake, not a device.
+MAX_REQUEST = 1 << 50
+
+
 class SimulatedOOM(RuntimeError):
     """The simulated device ran out of memory after freeing cached segments; carries the state then."""
 
@@ -151,6 +155,9 @@ def _divisions_table(setting: int | Mapping[int | str, int] | list[int] | None) 
         if len(setting) != POW2_INTERVALS or any(d != 0 and not _is_pow2(d) for d in setting):
             raise AllocatorError("a roundup_power2_divisions list needs 16 entries, each 0 or a power of two")
         return list(setting)
+    if not isinstance(setting, Mapping):
+        raise AllocatorError(f"roundup_power2_divisions={setting!r}: give an int, a {{MB: divisions}} dict "
+                             "or a list of 16 ints, e.g. 4 or {64: 8, '>': 1}")
     first, last = True, 0
     for key, div in setting.items():
         if div != 0 and not _is_pow2(div):
@@ -533,9 +540,10 @@ class CachingAllocatorSim:
             raise AllocatorError(f"capacity={capacity!r}: give the device memory in bytes (a positive int) or None")
         for name, mb in (("max_split_size_mb", max_split_size_mb), ("max_non_split_rounding_mb", max_non_split_rounding_mb)):
             if mb is not None and (not isinstance(mb, int) or mb < MIN_SPLIT_SIZE_MB):
-                raise AllocatorError(f"{name}={mb!r}: torch requires an int ≥ {MIN_SPLIT_SIZE_MB} (MB)")
+                raise AllocatorError(f"{name}={mb!r}: give an int ≥ {MIN_SPLIT_SIZE_MB} (MB), as torch requires, or None")
         if garbage_collection_threshold is not None and not 0.0 < garbage_collection_threshold < 1.0:
-            raise AllocatorError("garbage_collection_threshold must lie strictly between 0 and 1 (torch's check)")
+            raise AllocatorError("garbage_collection_threshold: give a fraction strictly between 0 and 1 (torch's check), "
+                                 "e.g. 0.8, or None")
         self.capacity = capacity
         self.max_split_size_mb = max_split_size_mb
         self.max_split_size = max_split_size_mb * MiB if max_split_size_mb is not None else math.inf
@@ -573,7 +581,10 @@ class CachingAllocatorSim:
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise AllocatorError(f"size={size!r}: request a positive number of bytes (torch never calls the "
                                  "allocator for 0-byte tensors)")
-        if not isinstance(stream, int):
+        if size > MAX_REQUEST:
+            raise AllocatorError(f"size={size:,} bytes is more than any device holds (the simulator takes up to "
+                                 f"{MAX_REQUEST:,} bytes, 1 PiB); check the units: sizes are bytes")
+        if isinstance(stream, bool) or not isinstance(stream, int):
             raise AllocatorError(f"stream={stream!r}: streams are integers in the simulator (use s.cuda_stream)")
         self.process_events()
         if self._no_divisions:
@@ -734,12 +745,15 @@ class CachingAllocatorSim:
         return "512"
 
     def _block_of(self, handle: int, verb: str) -> _Block:
+        if isinstance(handle, bool) or not isinstance(handle, int):
+            raise AllocatorError(f"{verb}({handle!r}): pass the handle malloc() returned (an int), not a "
+                                 f"{type(handle).__name__}")
         block = self._live.get(handle)
         if block is not None:
             return block
         if handle in self._dead:
             raise AllocatorError(f"{verb}({handle}): handle {handle} was already freed (event "
-                                 f"{self._dead[handle]}); each malloc handle can be freed once")
+                                 f"{self._dead[handle]}); free each handle malloc() returned once")
         raise AllocatorError(f"{verb}({handle!r}): unknown handle; use a value returned by malloc()")
 
     # ------------------------------------------------------------------ free-block index
@@ -1254,8 +1268,11 @@ def replay(trace_events: Iterable[Mapping[str, Any]], mirror_releases: bool = Tr
     before recording began are skipped and counted in ``sim.replay_report``, as are allocations that
     run out of memory under the new settings.
     """
+    unknown = set(settings) - set(_SETTINGS)
+    if unknown:
+        raise AllocatorError(f"unknown setting(s) {sorted(unknown)}; use the simulator's settings: {list(_SETTINGS)}")
     sim = CachingAllocatorSim(**settings)
-    events = trace_events if isinstance(trace_events, list) else list(trace_events)
+    events = _checked_events(trace_events)
     handles: dict[int, int] = {}
     pending: dict[int, _Block] = {}
     report = {"events": len(events), "skipped_frees": 0, "failed_allocs": 0, "mirrored_releases": 0}
@@ -1276,7 +1293,7 @@ def replay(trace_events: Iterable[Mapping[str, Any]], mirror_releases: bool = Tr
         in_release = False
         if action == "alloc":
             try:
-                handles[ev["addr"]] = sim.malloc(int(ev["size"]), int(ev.get("stream", 0)))
+                handles[ev["addr"]] = sim.malloc(ev["size"], ev.get("stream", 0))
             except SimulatedOOM:
                 report["failed_allocs"] += 1
         elif action == "free_requested":
@@ -1298,6 +1315,32 @@ def replay(trace_events: Iterable[Mapping[str, Any]], mirror_releases: bool = Tr
                 sim._complete_external(block)
     sim.replay_report = report
     return sim
+
+
+_SETTINGS = ("capacity", "max_split_size_mb", "roundup_power2_divisions", "garbage_collection_threshold",
+             "expandable_segments", "max_non_split_rounding_mb")
+_EVENT_HELP = ("replay() takes the trace entries of a memory snapshot (snapshot['device_traces'][device] or "
+               "MemorySnapshot.events as dicts): each a dict with 'action' and, for alloc/free, an int 'addr' "
+               "and 'size'")
+
+
+def _checked_events(trace_events: Any) -> list[Mapping[str, Any]]:
+    """The events as a list, each alloc/free one with int addr and size; AllocatorError saying which is not."""
+    if isinstance(trace_events, (str, bytes, Mapping)) or not isinstance(trace_events, Iterable):
+        raise AllocatorError(f"expected a list of trace events, got {type(trace_events).__name__}; {_EVENT_HELP}")
+    events = trace_events if isinstance(trace_events, list) else list(trace_events)
+    for i, ev in enumerate(events):
+        if not isinstance(ev, Mapping):
+            raise AllocatorError(f"event {i} is a {type(ev).__name__}, not a dict; {_EVENT_HELP}")
+        if ev.get("action") in ("alloc", "free_requested", "free_completed"):
+            for key in ("addr", "size") if ev["action"] == "alloc" else ("addr",):
+                v = ev.get(key)
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise AllocatorError(f"event {i} ({ev['action']}): {key}={v!r} must be an int; {_EVENT_HELP}")
+            stream = ev.get("stream", 0)
+            if isinstance(stream, bool) or not isinstance(stream, int):
+                raise AllocatorError(f"event {i} ({ev['action']}): stream={stream!r} must be an int; {_EVENT_HELP}")
+    return events
 
 
 def counterfactual(trace_events: Iterable[Mapping[str, Any]], **settings: Any) -> dict[str, int]:

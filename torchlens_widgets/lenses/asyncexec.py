@@ -574,7 +574,7 @@ def _events(doc: Any) -> tuple[list[_Ev], dict[tuple[Any, Any], str], dict[str, 
     raw = doc.get("traceEvents") if isinstance(doc, Mapping) else doc
     if not isinstance(raw, list):
         raise TraceError("a Chrome trace is a dict with a 'traceEvents' list (or that list itself); "
-                         f"got {type(doc).__name__} without one")
+                         f"got {type(doc).__name__} without one; load the file prof.export_chrome_trace(path) wrote")
     out: list[_Ev] = []
     names: dict[tuple[Any, Any], str] = {}
     skipped: dict[str, int] = {}

@@ -356,7 +356,8 @@ def _name_map(
     alive: list[Any] = []
     for name, t in pairs:
         if not isinstance(t, torch.Tensor):
-            raise GradGraphError(f"{name!r} names a {type(t).__name__}; params and names must map names to tensors")
+            raise GradGraphError(f"{name!r} names a {type(t).__name__}; params and names must map names to tensors, "
+                                 "e.g. params=model or names={'w': w}")
         alive.append(t)
         if t.grad_fn is not None:
             alive.append(t.grad_fn)

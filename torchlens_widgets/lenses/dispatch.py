@@ -75,6 +75,8 @@ class TensorMeta:
     alias: Alias | None = None
     #: outputs: index (into the op's inputs) of the input whose storage it shares, else None.
     alias_of: int | None = None
+    #: "strided", or "sparse_coo", "sparse_csr", "nested", ...: then stride is () and, for nested, shape too.
+    layout: str = "strided"
 
 
 @dataclass(frozen=True)
@@ -130,11 +132,22 @@ class PyCall:
 
 
 def _raw_tensor(t: Any, with_keys: bool) -> tuple[Any, ...]:
+    # Recording must never change what runs: unusual tensors (sparse, nested, storage-less subclasses)
+    # answer some of these questions with an error, which is recorded as "unknown", never raised.
     try:
         sid = t.untyped_storage()._cdata
-    except Exception:  # sparse, nested and other storage-less tensors
+    except Exception:
         sid = None
-    return (t.shape, t.stride(), t.dtype, t.device, sid, _dispatch_keys(t).raw_repr() if with_keys else 0)
+    try:
+        shape = tuple(t.shape)
+    except Exception:  # nested tensors have no single shape
+        shape = None
+    try:
+        stride = t.stride() if t.layout == torch.strided and not t.is_nested else ()
+    except Exception:
+        stride = ()
+    kind = "nested" if t.is_nested else str(t.layout).replace("torch.", "")
+    return (shape, stride, t.dtype, t.device, sid, _dispatch_keys(t).raw_repr() if with_keys else 0, kind)
 
 
 def _raw_tensors(args: Any, kwargs: Any, with_keys: bool) -> list[tuple[Any, ...]]:
@@ -250,19 +263,20 @@ _METAS: dict[tuple[Any, ...], TensorMeta] = {}
 
 def _meta(raw: tuple[Any, ...], keys: bool, alias: Alias | None = None, alias_of: int | None = None) -> TensorMeta:
     """TensorMeta of a raw record; equal records share one (frozen) instance, which keeps finishing cheap."""
-    shape, stride, dtype, device, _sid, key_raw = raw
-    cache_key = (shape, stride, dtype, device, key_raw if keys else None, alias, alias_of)
+    shape, stride, dtype, device, _sid, key_raw, kind = raw
+    cache_key = (shape, stride, dtype, device, key_raw if keys else None, alias, alias_of, kind)
     meta = _METAS.get(cache_key)
     if meta is None:
         meta = TensorMeta(
-            tuple(shape),
+            tuple(shape or ()),
             tuple(stride),
             _dtype_name(dtype),
             str(device),
-            math.prod(shape) * dtype.itemsize,
+            math.prod(shape) * dtype.itemsize if shape is not None and kind == "strided" else 0,
             _key_names(key_raw) if keys else (),
             alias,
             alias_of,
+            kind,
         )
         if len(_METAS) < 100_000:
             _METAS[cache_key] = meta

@@ -49,6 +49,8 @@ class Layout:
     version: int | None
     requires_grad: bool
     has_values: bool
+    #: Why there are no values to read ("meta tensor", "FakeTensor: no memory", ...); None when there are.
+    no_values: str | None = None
 
     @property
     def ndim(self) -> int:
@@ -163,6 +165,7 @@ def layout(t: torch.Tensor) -> Layout:
         nbytes = int(storage.nbytes())
         stride = tuple(int(s) for s in t.stride())
         offset = int(t.storage_offset())
+        no_values = _no_values(t, storage, nbytes)
     except (RuntimeError, NotImplementedError) as e:  # functorch wrappers, some subclasses
         raise LayoutError(
             f"this {type(t).__name__} does not expose a plain storage ({e}). "
@@ -185,8 +188,28 @@ def layout(t: torch.Tensor) -> Layout:
         is_view=bool(t._is_view()),
         version=version,
         requires_grad=bool(t.requires_grad),
-        has_values=t.device.type != "meta",
+        has_values=no_values is None,
+        no_values=no_values,
     )
+
+
+def _no_values(t: torch.Tensor, storage: torch.UntypedStorage, nbytes: int) -> str | None:
+    """Why `t`'s values cannot be read from its storage, or None when they can.
+
+    Reading memory that is not there crashes the process: a FakeTensor's storage lives on the meta
+    device, and a wrapper subclass (`_make_wrapper_subclass`) has a storage with no memory behind it.
+    """
+    if t.device.type == "meta":
+        return "meta tensor"
+    if storage.device.type == "meta":
+        return f"a {type(t).__name__} on {t.device.type}: its storage is on the meta device, no memory to read"
+    wrapper = f"a {type(t).__name__} (wrapper subclass): its own storage has no memory; the data it wraps is elsewhere"
+    try:
+        if nbytes and storage.data_ptr() == 0:
+            return wrapper
+    except RuntimeError:  # "invalid python storage": what _make_wrapper_subclass leaves behind
+        return wrapper
+    return None
 
 
 def base_index(t: torch.Tensor, among: Sequence[torch.Tensor]) -> int | None:

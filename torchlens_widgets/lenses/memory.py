@@ -374,6 +374,8 @@ class _Range:
     expandable: bool
     start: int | None
     end: int | None = None
+    #: the allocator pool it belongs to ("small"/"large" and the pool id), when the snapshot says; None: unknown
+    pool: tuple[Any, ...] | None = None
 
     def alive_at(self, i: int) -> bool:
         return (self.start is None or self.start <= i) and (self.end is None or i < self.end)
@@ -627,11 +629,18 @@ class MemorySnapshot:
                 else:
                     n_pending += 1
                 add_active += b.requested_size
+        for r in ranges:  # an event's range gets the pool of the final segment it lies in, if any
+            if r.pool is None:
+                seg_of = next((seg for seg in self.segments
+                               if seg.address <= r.addr < seg.address + seg.total_size), None)
+                if seg_of is not None:
+                    r.pool = (seg_of.segment_type, *seg_of.segment_pool_id)
         end_live = [r for r in ranges if r.end is None]
         n_ranges = 0
         for seg in self.segments:
             for lo, hi in _uncovered(seg.address, seg.address + seg.total_size, end_live):
-                ranges.append(_Range(lo, hi - lo, seg.stream, seg.is_expandable, start=None))
+                ranges.append(_Range(lo, hi - lo, seg.stream, seg.is_expandable, start=None,
+                                     pool=(seg.segment_type, *seg.segment_pool_id)))
                 add_res += hi - lo
                 n_ranges += 1
         if n_blocks or n_pending:
@@ -681,7 +690,7 @@ def _cut_ranges(ranges: list[_Range], addr: int, size: int, i: int) -> int:
         cut += b - a
         for plo, phi in ((r.addr, a), (b, r.addr + r.size)):
             if phi > plo:
-                ranges.append(_Range(plo, phi - plo, r.stream, r.expandable, start=i))
+                ranges.append(_Range(plo, phi - plo, r.stream, r.expandable, start=i, pool=r.pool))
     return cut
 
 
@@ -699,15 +708,24 @@ def _uncovered(lo: int, hi: int, ranges: Sequence[_Range]) -> Iterator[tuple[int
 
 
 def _merge_ranges(ranges: list[_Range]) -> list[tuple[int, int, int, bool, bool]]:
-    """Live ranges as segments: mapped pieces of an expandable segment that touch are one segment."""
+    """Live ranges as segments: mapped pieces of one expandable segment that touch are one segment.
+
+    Pieces known to be from different pools (a small-pool reservation next to a large expandable one)
+    never merge, even when their addresses touch: they are different segments to the allocator. A piece
+    whose pool is unknown (mapped and unmapped within the trace) joins its neighbour.
+    """
     out: list[list[Any]] = []
+    pools: list[tuple[Any, ...] | None] = []
     for r in sorted(ranges, key=lambda r: r.addr):
         last = out[-1] if out else None
-        if last is not None and r.expandable and last[3] and last[0] + last[1] == r.addr and last[2] == r.stream:
+        if (last is not None and r.expandable and last[3] and last[0] + last[1] == r.addr and last[2] == r.stream
+                and (pools[-1] is None or r.pool is None or pools[-1] == r.pool)):
             last[1] += r.size
             last[4] = last[4] and r.start is None
+            pools[-1] = pools[-1] or r.pool
         else:
             out.append([r.addr, r.size, r.stream, r.expandable, r.start is None])
+            pools.append(r.pool)
     return [tuple(x) for x in out]  # type: ignore[misc]
 
 
@@ -741,7 +759,8 @@ def _read_bytes(data: bytes, origin: str) -> Any:
     try:
         return json.loads(data.decode("utf-8"))
     except RecursionError:
-        raise SnapshotError(f"{origin} is nested too deeply to be a memory snapshot") from None
+        raise SnapshotError(f"{origin} is nested too deeply to be a memory snapshot; load the file that "
+                            "torch.cuda.memory._dump_snapshot(path) wrote") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SnapshotError(
             f"{origin} is neither a pickle nor JSON (optionally gzip-compressed): {exc}. Write snapshots with "
@@ -803,6 +822,7 @@ def _parse(raw: Mapping[str, Any], device: int | None) -> MemorySnapshot:
         else:
             notes.append("no 'device_traces': history was not recorded (record with start_recording())")
         traces_raw = []
+    _check_work(seg_raw, traces_raw)
     segs_all = [s for s in (_parse_segment(x, k, notes) for k, x in enumerate(seg_raw)) if s is not None]
     negative = [s for s in segs_all if s.device < 0]
     if negative:
@@ -833,6 +853,42 @@ def _parse(raw: Mapping[str, Any], device: int | None) -> MemorySnapshot:
         notes=_dedupe(notes),
         has_final_state="segments" in raw and isinstance(raw.get("segments"), list),
     )
+
+
+#: The most segments + blocks + events + stack frames a snapshot may hold. Real ones stay far below
+#: (100k trace entries of 30 frames is 3M); a small crafted pickle can reference one dict millions of
+#: times, which would otherwise take minutes and gigabytes to convert.
+MAX_SNAPSHOT_ITEMS = 10_000_000
+
+
+def _check_work(seg_raw: list[Any], traces_raw: list[Any]) -> None:
+    """Count what parsing would convert, cheaply (lengths only), and refuse past MAX_SNAPSHOT_ITEMS."""
+    def too_much(what: str) -> SnapshotError:
+        return SnapshotError(
+            f"this snapshot holds more than {MAX_SNAPSHOT_ITEMS:,} {what} to convert (a recording this size, "
+            "or a crafted file that repeats one entry many times); record a shorter trace "
+            "(start_recording(max_entries=...)) or load a snapshot of one device")
+
+    def length(v: Any) -> int:
+        return len(v) if isinstance(v, list) else 0
+
+    items = len(seg_raw) + sum(length(t) for t in traces_raw)
+    for seg in seg_raw:
+        if isinstance(seg, Mapping):
+            items += length(seg.get("blocks")) + length(seg.get("frames"))
+        if items > MAX_SNAPSHOT_ITEMS:
+            raise too_much("segments, blocks and events")
+    for seg in seg_raw:
+        blocks = seg.get("blocks") if isinstance(seg, Mapping) else None
+        for b in blocks if isinstance(blocks, list) else ():
+            items += length(b.get("frames")) if isinstance(b, Mapping) else 0
+            if items > MAX_SNAPSHOT_ITEMS:
+                raise too_much("blocks and stack frames")
+    for t in traces_raw:
+        for e in t if isinstance(t, list) else ():
+            items += length(e.get("frames")) if isinstance(e, Mapping) else 0
+            if items > MAX_SNAPSHOT_ITEMS:
+                raise too_much("events and stack frames")
 
 
 def _dedupe(notes: list[str]) -> list[str]:

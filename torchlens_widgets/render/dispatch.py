@@ -52,6 +52,11 @@ ARROW = " → "
 def _fmt_in(m: Mapping[str, Any]) -> str:
     """"float32[4, 3] stride (1, 4)": dtype and shape, strides when not contiguous, device when not CPU."""
     shape, stride = [int(n) for n in m["shape"]], [int(s) for s in m["stride"]]
+    kind = m.get("layout", "strided")
+    if kind != "strided":  # sparse / nested: no strides; a nested tensor has no single shape either
+        dims = "" if kind == "nested" else f"[{', '.join(str(n) for n in shape)}]"
+        out = f"{kind} {m['dtype']}{dims}"
+        return out + (f" @{m['device']}" if m["device"] != "cpu" else "")
     out = f"{m['dtype']}[{', '.join(str(n) for n in shape)}]"
     if not _is_contiguous(shape, stride):
         out += f" stride ({', '.join(str(s) for s in stride)})"

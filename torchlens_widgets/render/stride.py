@@ -38,6 +38,7 @@ MAX_WIDTH = 980  # wrap tensor grids and slices beyond this width
 TITLE_H = 18
 PALETTE = [var(f"cat{k}") for k in range(1, 9)]  # tensor colours, from the theme
 
+#: (index in `views` of a tensor reading the strip, storage positions in its dtype) -> values, or None.
 ValueReader = Callable[[int, list[int]], "list[Any] | None"]
 
 
@@ -129,11 +130,22 @@ def stride_model(
     if not views:
         raise ValueError("stride_model needs at least one tensor")
     notes: list[str] = []
-    storage_order: list[int] = []
+    # One strip per storage *and dtype*: cells are elements, so bytes read as float32 and as uint8 (a
+    # dtype view, view_as_real) are two strips of the same memory, each with its own true values.
+    storage_order: list[tuple[int, str]] = []
     for v in views:
-        if v.layout.storage_id not in storage_order:
-            storage_order.append(v.layout.storage_id)
-    sid_label = {sid: f"S{k}" for k, sid in enumerate(storage_order)}
+        key = (v.layout.storage_id, v.layout.dtype)
+        if key not in storage_order:
+            storage_order.append(key)
+    sid_label = {key: f"S{k}" for k, key in enumerate(storage_order)}
+    for key in storage_order:
+        same = [other for other in storage_order if other[0] == key[0] and other != key]
+        if same and storage_order.index(same[0]) < storage_order.index(key):
+            first = same[0]
+            notes.append(
+                f"storage {sid_label[key]} is the same memory as {sid_label[first]}, read as "
+                f"{key[1].replace('torch.', '')} instead of {first[1].replace('torch.', '')} (a dtype view)"
+            )
 
     # Which elements of each tensor are drawn, and which storage cells they read.
     drawn: list[list[tuple[tuple[int, ...], int]]] = []
@@ -150,14 +162,14 @@ def stride_model(
         if lay.numel == 0:
             notes.append(f"{v.name}: empty tensor (shape {list(lay.shape)}): no elements to draw")
         if not lay.has_values:
-            notes.append(f"{v.name}: {lay.device} tensor: layout without values")
+            notes.append(f"{v.name}: layout without values ({lay.no_values or lay.device + ' tensor'})")
 
     y = PAD
     width = 0
     storages: list[dict[str, Any]] = []
     tensors: list[dict[str, Any]] = [{} for _ in views]
     for sid in storage_order:
-        members = [k for k, v in enumerate(views) if v.layout.storage_id == sid]
+        members = [k for k, v in enumerate(views) if (v.layout.storage_id, v.layout.dtype) == sid]
         lay0 = views[members[0]].layout
         size = lay0.storage_size
         referenced = sorted({s for k in members for _, s in drawn[k]})
@@ -171,7 +183,7 @@ def stride_model(
                 "(those the drawn elements read; '…' marks skipped cells)"
             )
         truncated_storage = len(cell_ids) < size
-        values: list[Any] | None = read_values(sid, cell_ids) if read_values and lay0.has_values else None
+        values: list[Any] | None = read_values(members[0], cell_ids) if read_values and lay0.has_values else None
         readers: dict[int, list[int]] = {}
         for k in members:
             for _, s in drawn[k]:

@@ -90,10 +90,8 @@ def stride_diagram(
         k = base_index(x, tensors)
         base = None if k is None else ("an unnamed tensor" if k < 0 else str(names[k]))
         views.append(TensorView(name=str(name), layout=lay, base=base))
-    by_storage = {lay.storage_id: x for x, lay in zip(tensors, layouts)}
-
-    def read(sid: int, cells: list[int]) -> list[Any] | None:
-        return read_storage(by_storage[sid], cells)
+    def read(k: int, cells: list[int]) -> list[Any] | None:
+        return read_storage(tensors[k], cells)
 
     model = stride_model(views, read, max_elements=max_elements, max_storage_cells=max_storage_cells)
     return StrideDiagram(model=model)
