@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .markup import esc as _esc
+from .theme import STYLE as THEME_STYLE
 
 __all__ = ["display_name", "lanes_model", "lanes_svg", "lanes_text"]
 
@@ -41,8 +42,20 @@ LANE_GAP = 10
 HOST_Y = 58
 MIN_W = 1.0
 CHAR_W = 6.6  # px per character at font-size 11 monospace
-COLORS = {"running": "#59a14f", "blocked": "#e15759", "kernel": "#4e79a7", "memcpy": "#f28e2b",
-          "memset": "#b07aa1", "sync": "#b22222", "link": "#bbbbbb", "mark": "#333333"}
+#: Fill (a tint, so labels in the text colour read on it) and outline per span kind, from the theme.
+COLORS = {"running": ("tint3", "cat3"), "blocked": ("tint4", "cat4"), "kernel": ("tint1", "cat1"),
+          "memcpy": ("tint2", "cat2"), "memset": ("tint5", "cat5")}
+STYLE = (
+    ".tlw-lanes text{fill:var(--tlw-fg)}.tlw-lanes .tlw-tick-label,.tlw-lanes .tlw-axis-label{fill:var(--tlw-fg2)}"
+    ".tlw-lanes .tlw-bg{fill:var(--tlw-bg)}.tlw-lanes .tlw-lane{fill:var(--tlw-bg2)}"
+    ".tlw-lanes .tlw-axis,.tlw-lanes .tlw-tick{stroke:var(--tlw-line)}"
+    ".tlw-lanes .tlw-link{stroke:var(--tlw-line);stroke-width:.7}"
+    ".tlw-lanes .tlw-sync line{stroke:var(--tlw-bad)}.tlw-lanes .tlw-sync text{fill:var(--tlw-bad)}"
+    ".tlw-lanes .tlw-mark line{stroke:var(--tlw-fg);stroke-width:1.5}"
+    ".tlw-lanes .tlw-host,.tlw-lanes .tlw-kernel{stroke-width:1}"
+    + "".join(f".tlw-lanes .tlw-{k}{{fill:var(--tlw-{f});stroke:var(--tlw-{o})}}" for k, (f, o) in COLORS.items())
+    + ".tlw-lanes .tlw-blocked{stroke-width:1.5}"
+)
 
 
 def _check(lanes: Any) -> Mapping[str, Any]:
@@ -238,39 +251,37 @@ def lanes_svg(lanes: Any) -> str:
     """Self-contained SVG (no scripts): axis, host lane with sync markers, one lane per stream."""
     m = _model(lanes)
     W, H, left = m["width"], m["height"], m["left"]
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="tlw-lanes" width="{W}" height="{H}" '
-           f'viewBox="0 0 {W} {H}" font-family="monospace" font-size="11">',
-           f'<rect class="tlw-bg" x="0" y="0" width="{W}" height="{H}" fill="#ffffff"/>',
-           f'<line class="tlw-axis" x1="{left}" y1="{AXIS_Y}" x2="{W - RIGHT}" y2="{AXIS_Y}" stroke="#999"/>',
-           f'<text x="8" y="{AXIS_Y - 8}" fill="#555">time (µs)</text>']
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="tlw-lanes tlw-theme" width="{W}" height="{H}" '
+           f'viewBox="0 0 {W} {H}" font-family="monospace" font-size="11"><style>{THEME_STYLE}{STYLE}</style>',
+           f'<rect class="tlw-bg" x="0" y="0" width="{W}" height="{H}"/>',
+           f'<line class="tlw-axis" x1="{left}" y1="{AXIS_Y}" x2="{W - RIGHT}" y2="{AXIS_Y}"/>',
+           f'<text class="tlw-axis-label" x="8" y="{AXIS_Y - 8}">time (µs)</text>']
     for t in m["ticks"]:
-        out.append(f'<line class="tlw-tick" x1="{t["x"]}" y1="{AXIS_Y - 3}" x2="{t["x"]}" y2="{AXIS_Y + 3}" stroke="#999"/>'
-                   f'<text class="tlw-tick-label" x="{t["x"]}" y="{AXIS_Y - 8}" text-anchor="middle" fill="#555">'
+        out.append(f'<line class="tlw-tick" x1="{t["x"]}" y1="{AXIS_Y - 3}" x2="{t["x"]}" y2="{AXIS_Y + 3}"/>'
+                   f'<text class="tlw-tick-label" x="{t["x"]}" y="{AXIS_Y - 8}" text-anchor="middle">'
                    f'{_esc(t["label"])}</text>')
     for lane in m["lanes"]:
         out.append(f'<rect class="tlw-lane" data-lane="{_esc(lane["id"])}" x="{left}" y="{lane["y"]}" '
-                   f'width="{W - RIGHT - left}" height="{lane["h"]}" fill="#f4f4f4"/>'
+                   f'width="{W - RIGHT - left}" height="{lane["h"]}"/>'
                    f'<text class="tlw-lane-label" x="8" y="{lane["y"] + lane["h"] / 2 + 4}">{_esc(lane["label"])}</text>')
     for ln in m["links"]:
-        out.append(f'<line class="tlw-link" x1="{ln["x1"]}" y1="{ln["y1"]}" x2="{ln["x2"]}" y2="{ln["y2"]}" '
-                   f'stroke="{COLORS["link"]}" stroke-width="0.7"/>')
+        out.append(f'<line class="tlw-link" x1="{ln["x1"]}" y1="{ln["y1"]}" x2="{ln["x2"]}" y2="{ln["y2"]}"/>')
     for i, s in enumerate(m["host"]):
         tip = f"{s['label']} — {s['state']} [{_fmt(s['start'])}, {_fmt(s['end'])}] µs"
         out.append(f'<rect class="tlw-host tlw-{s["state"]}" data-i="{i}" x="{s["x"]}" y="{s["y"]}" width="{s["w"]}" '
-                   f'height="{s["h"]}" fill="{COLORS[s["state"]]}" fill-opacity="{0.9 if s["state"] == "blocked" else 0.6}">'
-                   f'<title>{_esc(tip)}</title></rect>')
+                   f'height="{s["h"]}"><title>{_esc(tip)}</title></rect>')
         short = _short(s["label"], s["w"])
         if short:
-            out.append(f'<text class="tlw-host-label" x="{_r(s["x"] + 2)}" y="{s["y"] + s["h"] / 2 + 4}" '
-                       f'fill="#fff">{_esc(short)}</text>')
+            out.append(f'<text class="tlw-host-label" x="{_r(s["x"] + 2)}" y="{s["y"] + s["h"] / 2 + 4}">'
+                       f'{_esc(short)}</text>')
     for i, k in enumerate(m["device"]):
         tip = f"{k['name']} [{_fmt(k['start'])}, {_fmt(k['end'])}] µs" + (f" ← {k['op']}" if k["op"] else "")
-        out.append(f'<rect class="tlw-kernel tlw-{k["kind"]}" data-i="{i}" data-lane="{_esc(k["lane"])}" x="{k["x"]}" '
-                   f'y="{k["y"]}" width="{k["w"]}" height="{k["h"]}" fill="{COLORS.get(k["kind"], COLORS["kernel"])}" '
-                   f'stroke="#fff" stroke-width="0.5"><title>{_esc(tip)}</title></rect>')
+        kind = k["kind"] if k["kind"] in COLORS else "kernel"
+        out.append(f'<rect class="tlw-kernel tlw-{kind}" data-i="{i}" data-lane="{_esc(k["lane"])}" x="{k["x"]}" '
+                   f'y="{k["y"]}" width="{k["w"]}" height="{k["h"]}"><title>{_esc(tip)}</title></rect>')
         if k["short"]:
-            out.append(f'<text class="tlw-kernel-label" x="{_r(k["x"] + 2)}" y="{k["y"] + k["h"] / 2 + 4}" '
-                       f'fill="#fff">{_esc(k["short"])}</text>')
+            out.append(f'<text class="tlw-kernel-label" x="{_r(k["x"] + 2)}" y="{k["y"] + k["h"] / 2 + 4}">'
+                       f'{_esc(k["short"])}</text>')
     bottom = m["lanes"][-1]["y"] + m["lanes"][-1]["h"]
     for i, s in enumerate(m["syncs"]):
         how = "explicit" if s["explicit"] else f"hidden: {s['kind']}"
@@ -278,12 +289,12 @@ def lanes_svg(lanes: Any) -> str:
             f", waiting for {s['waited_for']}" if s["waited_for"] else "")
         out.append(f'<g class="tlw-sync{" tlw-explicit" if s["explicit"] else " tlw-hidden"}" data-i="{i}">'
                    f'<title>{_esc(tip)}</title>'
-                   f'<line x1="{s["x"]}" y1="{s["y"] + 2}" x2="{s["x"]}" y2="{bottom}" stroke="{COLORS["sync"]}" '
+                   f'<line x1="{s["x"]}" y1="{s["y"] + 2}" x2="{s["x"]}" y2="{bottom}" '
                    f'stroke-dasharray="{"none" if s["explicit"] else "3,2"}"/>'
-                   f'<text x="{s["x"]}" y="{s["y"]}" text-anchor="{s["anchor"]}" fill="{COLORS["sync"]}">{_esc(s["name"])}</text></g>')
+                   f'<text x="{s["x"]}" y="{s["y"]}" text-anchor="{s["anchor"]}">{_esc(s["name"])}</text></g>')
     for m_ in m["marks"]:
         out.append(f'<g class="tlw-mark tlw-{m_["what"]}"><title>{_esc(m_["what"] + " " + m_["name"])} at '
                    f'{_fmt(m_["time"])} µs</title><line x1="{m_["x"]}" y1="{m_["y"] - 3}" x2="{m_["x"]}" '
-                   f'y2="{m_["y"] + m_["h"] + 3}" stroke="{COLORS["mark"]}" stroke-width="1.5"/></g>')
+                   f'y2="{m_["y"] + m_["h"] + 3}"/></g>')
     out.append("</svg>")
     return "".join(out)
