@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from .outline import read_outline
+from .outline import progress_report, read_outline
 from .progress import ENV_VAR, ProgressStore
 from .release import ReleaseError, release_path
 
@@ -100,7 +100,7 @@ def _progress(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"torchlens-course progress: error: {exc}", file=sys.stderr)
         return 2
-    rows = _progress_rows(outline, passed)
+    rows = progress_report(outline, passed)
     if args.json:
         print(json.dumps(rows, indent=2, sort_keys=True))
         return 0
@@ -121,43 +121,6 @@ def _progress(args: argparse.Namespace) -> int:
     t = rows["total"]
     print(f"\ntotal  {_num(t['earned'])}/{_num(t['possible'])} points, {t['passed']} of {t['exercises']} exercises passed")
     return 0
-
-
-def _progress_rows(outline: list, passed: dict[str, dict]) -> dict:
-    """Every exercise of the outline (plus passes the outline does not know) with its status and points."""
-    notebooks = []
-    known: set[str] = set()
-    for nb in outline:
-        exercises = []
-        for ex in nb.exercises:
-            known.add(ex.grade_id)
-            entry = passed.get(ex.grade_id)
-            exercises.append({
-                "grade_id": ex.grade_id,
-                "points": entry["points"] if entry else 0,
-                "max_points": ex.points,
-                "status": entry.get("scope", "full") if entry else "not passed",
-            })
-        notebooks.append({"notebook": nb.number, "title": nb.title, "exercises": exercises})
-    loose: dict[str, list] = {}
-    for gid, entry in sorted(passed.items()):
-        if gid not in known:
-            loose.setdefault(entry.get("notebook") or "(no notebook)", []).append({
-                "grade_id": gid, "points": entry["points"], "max_points": entry["max_points"],
-                "status": entry.get("scope", "full"),
-            })
-    for name, exercises in loose.items():
-        notebooks.append({"notebook": name, "title": f"{name} (not in the course folder)", "exercises": exercises})
-    for nb in notebooks:
-        nb["earned"] = sum(e["points"] for e in nb["exercises"])
-        nb["possible"] = sum(e["max_points"] or 0 for e in nb["exercises"])
-    total = {
-        "earned": sum(nb["earned"] for nb in notebooks),
-        "possible": sum(nb["possible"] for nb in notebooks),
-        "exercises": sum(len(nb["exercises"]) for nb in notebooks),
-        "passed": sum(e["status"] != "not passed" for nb in notebooks for e in nb["exercises"]),
-    }
-    return {"notebooks": notebooks, "total": total}
 
 
 def _num(x: float) -> str:

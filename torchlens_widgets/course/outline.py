@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Exercise", "NotebookOutline", "read_outline"]
+__all__ = ["Exercise", "NotebookOutline", "progress_report", "read_outline"]
 
 _NOTEBOOK = re.compile(r"^\d\d-.+\.ipynb$")
 _THESIS = re.compile(r"\*\*Thesis\.\*\*\s*(.+?)(?:(?<=[.!?])\s|$)", re.S)
@@ -80,3 +80,40 @@ def read_outline(folder: Path | str) -> list[NotebookOutline]:
             except (OSError, ValueError):
                 continue
     return out
+
+
+def progress_report(outline: list[NotebookOutline], passed: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Every exercise of the outline (plus passes the outline does not know) with its status and points."""
+    notebooks: list[dict[str, Any]] = []
+    known: set[str] = set()
+    for nb in outline:
+        exercises = []
+        for ex in nb.exercises:
+            known.add(ex.grade_id)
+            entry = passed.get(ex.grade_id)
+            exercises.append({
+                "grade_id": ex.grade_id,
+                "points": entry["points"] if entry else 0,
+                "max_points": ex.points,
+                "status": entry.get("scope", "full") if entry else "not passed",
+            })
+        notebooks.append({"notebook": nb.number, "title": nb.title, "exercises": exercises})
+    loose: dict[str, list[dict[str, Any]]] = {}
+    for gid, entry in sorted(passed.items()):
+        if gid not in known:
+            loose.setdefault(entry.get("notebook") or "(no notebook)", []).append({
+                "grade_id": gid, "points": entry["points"], "max_points": entry["max_points"],
+                "status": entry.get("scope", "full"),
+            })
+    for name, exercises in loose.items():
+        notebooks.append({"notebook": name, "title": f"{name} (not in the course folder)", "exercises": exercises})
+    for row in notebooks:
+        row["earned"] = sum(e["points"] for e in row["exercises"])
+        row["possible"] = sum(e["max_points"] or 0 for e in row["exercises"])
+    total = {
+        "earned": sum(row["earned"] for row in notebooks),
+        "possible": sum(row["possible"] for row in notebooks),
+        "exercises": sum(len(row["exercises"]) for row in notebooks),
+        "passed": sum(1 for row in notebooks for e in row["exercises"] if e["status"] != "not passed"),
+    }
+    return {"notebooks": notebooks, "total": total}

@@ -1,0 +1,124 @@
+"""The course server extension over real HTTP: auth required, the outline in course order, live progress."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from torchlens_widgets.course.progress import ProgressStore
+
+
+@dataclass
+class Server:
+    url: str
+    token: str
+    store: Path
+
+    def get(self, path: str, token: str | None = "use") -> tuple[int, dict]:
+        headers = {} if token is None else {"Authorization": f"token {self.token if token == 'use' else token}"}
+        req = urllib.request.Request(self.url + path, headers=headers)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            body = exc.read()
+            try:
+                return exc.code, json.loads(body or b"{}")
+            except json.JSONDecodeError:
+                return exc.code, {"raw": body.decode(errors="replace")[:200]}
+
+
+def _notebook(path: Path, title: str, thesis: str, grades: list[tuple[str, int]]) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\n**Thesis.** {thesis} More text.")]
+    for gid, pts in grades:
+        cell = nbformat.v4.new_code_cell(f"# test for {gid}")
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": pts,
+                                     "grade_id": gid, "schema_version": 3}
+        nb.cells.append(cell)
+    nbformat.write(nb, path)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tmp = tmp_path_factory.mktemp("server")
+    root = tmp / "root"
+    course = root / "course"
+    course.mkdir(parents=True)
+    _notebook(course / "02-views.ipynb", "Views", "A view shares storage.", [("02-a", 2), ("02-b", 3)])
+    _notebook(course / "01-runtime.ipynb", "The runtime", "Every call crosses layers.", [("01-a", 1)])
+    (course / "notes.ipynb").write_text("{}")  # not a course notebook (no NN- prefix)
+    store = tmp / "progress.json"
+    token, port = secrets.token_hex(16), _free_port()
+    env = dict(os.environ, TORCHLENS_PROGRESS=str(store), TORCHLENS_COURSE_DIR=str(course),
+               JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_DATA_DIR=str(tmp / "data"),
+               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
+    cmd = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0",
+           '--ServerApp.jpserver_extensions={"torchlens_widgets.course.server": True}']
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log = (tmp / "server.log").open("w")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    srv = Server(f"http://127.0.0.1:{port}", token, store)
+    try:
+        for _ in range(150):
+            try:
+                if srv.get("/api/status")[0] == 200:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"jupyter server did not start: {(tmp / 'server.log').read_text()[-2000:]}")
+        yield srv
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+
+
+@pytest.mark.parametrize("path", ["/torchlens/api/outline", "/torchlens/api/progress"])
+def test_every_endpoint_needs_jupyter_s_token(server: Server, path: str) -> None:
+    assert server.get(path, token=None)[0] in (401, 403)
+    assert server.get(path, token="wrong")[0] in (401, 403)
+    assert server.get(path)[0] == 200
+
+
+def test_outline_lists_course_notebooks_in_order_with_exercises(server: Server) -> None:
+    status, body = server.get("/torchlens/api/outline")
+    assert status == 200 and body["problem"] is None
+    assert [nb["path"] for nb in body["notebooks"]] == ["course/01-runtime.ipynb", "course/02-views.ipynb"]
+    views = body["notebooks"][1]
+    assert (views["title"], views["thesis"], views["points"]) == ("Views", "A view shares storage.", 5)
+    assert views["exercises"] == [{"grade_id": "02-a", "points": 2}, {"grade_id": "02-b", "points": 3}]
+
+
+def test_progress_follows_the_store_without_a_restart(server: Server) -> None:
+    status, body = server.get("/torchlens/api/progress")
+    assert status == 200 and body["total"] == {"earned": 0, "possible": 6, "exercises": 3, "passed": 0}
+    ProgressStore(server.store).record_pass("02-b", 3, 3, notebook="02-views.ipynb", scope="visible")
+    status, body = server.get("/torchlens/api/progress")
+    views = next(nb for nb in body["notebooks"] if nb["notebook"] == "02")
+    assert {e["grade_id"]: e["status"] for e in views["exercises"]} == {"02-a": "not passed", "02-b": "visible"}
+    assert (views["earned"], views["possible"]) == (3, 5)
+    assert body["total"]["passed"] == 1 and body["store"] == str(server.store)
