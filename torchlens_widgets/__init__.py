@@ -1,44 +1,52 @@
 """torchlens-widgets: see what PyTorch does below its Python API.
 
 Lenses turn runtime state into plain data (`layout`), widgets draw it live (`stride_diagram`),
-and `torchlens_widgets.course` checks exercises.
+and `torchlens_widgets.course` checks exercises. Names load on first use, so tools that only need
+the course layer (the Jupyter server extension) do not import torch.
 """
 
-from .lenses.autograd import grad_graph, record_backward
-from .lenses.dispatch import DispatchTrace, DispatchTraceError, dispatch_trace
-from .lenses.layout import Layout, LayoutError, layout, shares_storage, storage_index
-from .lenses.memory import load_snapshot, profile_memory
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DispatchTrace",
-    "DispatchTraceError",
-    "DispatchTraceWidget",
-    "dispatch_trace",
-    "dispatch_widget",
-    "grad_graph",
-    "GradGraphWidget",
-    "Layout",
-    "LayoutError",
-    "layout",
-    "load_snapshot",
-    "MemoryTimelineWidget",
-    "profile_memory",
-    "record_backward",
-    "shares_storage",
-    "show_grad_graph",
-    "show_memory",
-    "storage_index",
-    "stride_diagram",
-    "StrideDiagram",
-]
+# public name -> the module that defines it
+_WHERE = {
+    "grad_graph": "lenses.autograd",
+    "record_backward": "lenses.autograd",
+    "DispatchTrace": "lenses.dispatch",
+    "DispatchTraceError": "lenses.dispatch",
+    "dispatch_trace": "lenses.dispatch",
+    "Layout": "lenses.layout",
+    "LayoutError": "lenses.layout",
+    "layout": "lenses.layout",
+    "shares_storage": "lenses.layout",
+    "storage_index": "lenses.layout",
+    "load_snapshot": "lenses.memory",
+    "profile_memory": "lenses.memory",
+    "stride_diagram": "widgets",
+    "StrideDiagram": "widgets",
+    "dispatch_widget": "widgets",
+    "DispatchTraceWidget": "widgets",
+    "show_grad_graph": "widgets",
+    "GradGraphWidget": "widgets",
+    "show_memory": "widgets",
+    "MemoryTimelineWidget": "widgets",
+}
+
+__all__ = sorted(_WHERE, key=str.lower)
 
 
-def __getattr__(name: str):  # widgets import anywidget: load them only when asked for
-    if name in ("stride_diagram", "StrideDiagram", "dispatch_widget", "DispatchTraceWidget",
-                "show_grad_graph", "GradGraphWidget", "show_memory", "MemoryTimelineWidget"):
-        from . import widgets
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'torchlens_widgets' has no attribute {name!r}")
+    value = getattr(import_module(f".{where}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
 
-        return getattr(widgets, name)
-    raise AttributeError(f"module 'torchlens_widgets' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

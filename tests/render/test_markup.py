@@ -71,7 +71,7 @@ def _dispatch_html_with(name: str) -> str:
     from torchlens_widgets.render.dispatch import dispatch_html, trace_model
 
     model = torch.nn.Sequential()
-    model.add_module(name.replace(".", "_") or "_", torch.nn.Linear(2, 2))
+    model.add_module("\x1b" + name.replace(".", "_"), torch.nn.Linear(2, 2))  # never an existing attribute
     with dispatch_trace(model) as tr:
         model(torch.ones(1, 2))
     return dispatch_html(trace_model(tr))

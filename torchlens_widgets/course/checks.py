@@ -585,7 +585,11 @@ def _protect_package() -> None:
     for name in ("allocator", "asyncexec", "autograd", "copies", "dispatch", "layout", "memory", "meters", "timing"):
         module = sys.modules[f"{package}.lenses.{name}"]
         integrity.protect(module.__name__, module)
-    integrity.protect(package, sys.modules[package])
+    top = sys.modules[package]
+    for name, where in getattr(top, "_WHERE", {}).items():  # the package's lens names load lazily: load them
+        if where.startswith("lenses"):
+            getattr(top, name)
+    integrity.protect(package, top)
     integrity.protect(__name__, sys.modules[__name__])
     integrity.protect(f"{__name__}.Check", Check)
     integrity.protect(f"{__name__}.check", check)
