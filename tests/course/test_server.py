@@ -27,11 +27,12 @@ class Server:
     token: str
     store: Path
 
-    def get(self, path: str, token: str | None = "use") -> tuple[int, dict]:
+    def get(self, path: str, token: str | None = "use", body: dict | None = None) -> tuple[int, dict]:
         headers = {} if token is None else {"Authorization": f"token {self.token if token == 'use' else token}"}
-        req = urllib.request.Request(self.url + path, headers=headers)
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, headers=headers, data=data, method="POST" if data else "GET")
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=120) as resp:
                 return resp.status, json.loads(resp.read() or b"{}")
         except urllib.error.HTTPError as exc:
             body = exc.read()
@@ -52,6 +53,44 @@ def _notebook(path: Path, title: str, thesis: str, grades: list[tuple[str, int]]
     nbformat.write(nb, path)
 
 
+LOOP_TIMEOUT_S = 8
+
+
+def _graded(source: str, gid: str, points: int = 1) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": points,
+                                 "grade_id": gid, "schema_version": 3}
+    return cell
+
+
+def _checks_notebook(path: Path) -> None:
+    """One check that passes, one that fails, one whose answer is missing; a student copy (hidden tests)."""
+    from torchlens_widgets.course.markers import HIDDEN_PLACEHOLDER
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Checks\n\n**Thesis.** Checks grade."),
+        nbformat.v4.new_code_cell("def answer():\n    return 41"),
+        _graded("from torchlens_widgets.course import check\nwith check('03-pass', points=1) as c:\n"
+                "    c.that(answer() > 0, 'answer() is positive')", "03-pass"),
+        _graded("from torchlens_widgets.course import check\nwith check('03-fail', points=2) as c:\n"
+                f"    c.equal(answer(), 42, what='answer()')\n{HIDDEN_PLACEHOLDER}", "03-fail", 2),
+        _graded("from torchlens_widgets.course import check\nwith check('03-missing', points=1) as c:\n"
+                "    c.equal(unwritten(), 1, what='unwritten()')", "03-missing"),
+    ]
+    nbformat.write(nb, path)
+
+
+def _loop_notebook(path: Path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell("while True:\n    pass"),
+                _graded("from torchlens_widgets.course import check\nwith check('04-after', points=1) as c:\n"
+                        "    c.that(True, 'never reached')", "04-after")]
+    nbformat.write(nb, path)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -67,6 +106,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     _notebook(course / "02-views.ipynb", "Views", "A view shares storage.", [("02-a", 2), ("02-b", 3)])
     _notebook(course / "01-runtime.ipynb", "The runtime", "Every call crosses layers.", [("01-a", 1)])
     (course / "notes.ipynb").write_text("{}")  # not a course notebook (no NN- prefix)
+    _checks_notebook(course / "03-checks.ipynb")
+    _loop_notebook(course / "04-loop.ipynb")
+    (root / "outside.ipynb").write_text("{}")
+    (course / "link.ipynb").symlink_to(root / "outside.ipynb")
     store = tmp / "progress.json"
     token, port = secrets.token_hex(16), _free_port()
     env = dict(os.environ, TORCHLENS_PROGRESS=str(store), TORCHLENS_COURSE_DIR=str(course),
@@ -97,17 +140,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         log.close()
 
 
-@pytest.mark.parametrize("path", ["/torchlens/api/outline", "/torchlens/api/progress"])
+@pytest.mark.parametrize("path", ["/torchlens/api/outline", "/torchlens/api/progress", "/torchlens/api/validate"])
 def test_every_endpoint_needs_jupyter_s_token(server: Server, path: str) -> None:
-    assert server.get(path, token=None)[0] in (401, 403)
-    assert server.get(path, token="wrong")[0] in (401, 403)
-    assert server.get(path)[0] == 200
+    body = {"path": "01-runtime.ipynb"} if path.endswith("validate") else None
+    assert server.get(path, token=None, body=body)[0] in (401, 403)
+    assert server.get(path, token="wrong", body=body)[0] in (401, 403)
+    assert server.get(path, body=body)[0] == 200
 
 
 def test_outline_lists_course_notebooks_in_order_with_exercises(server: Server) -> None:
     status, body = server.get("/torchlens/api/outline")
     assert status == 200 and body["problem"] is None
-    assert [nb["path"] for nb in body["notebooks"]] == ["course/01-runtime.ipynb", "course/02-views.ipynb"]
+    assert [nb["path"] for nb in body["notebooks"]] == ["course/01-runtime.ipynb", "course/02-views.ipynb",
+                                                        "course/03-checks.ipynb", "course/04-loop.ipynb"]
     views = body["notebooks"][1]
     assert (views["title"], views["thesis"], views["points"]) == ("Views", "A view shares storage.", 5)
     assert views["exercises"] == [{"grade_id": "02-a", "points": 2}, {"grade_id": "02-b", "points": 3}]
@@ -115,10 +160,49 @@ def test_outline_lists_course_notebooks_in_order_with_exercises(server: Server) 
 
 def test_progress_follows_the_store_without_a_restart(server: Server) -> None:
     status, body = server.get("/torchlens/api/progress")
-    assert status == 200 and body["total"] == {"earned": 0, "possible": 6, "exercises": 3, "passed": 0}
+    assert status == 200 and body["total"] == {"earned": 0, "possible": 11, "exercises": 7, "passed": 0}
     ProgressStore(server.store).record_pass("02-b", 3, 3, notebook="02-views.ipynb", scope="visible")
     status, body = server.get("/torchlens/api/progress")
     views = next(nb for nb in body["notebooks"] if nb["notebook"] == "02")
     assert {e["grade_id"]: e["status"] for e in views["exercises"]} == {"02-a": "not passed", "02-b": "visible"}
     assert (views["earned"], views["possible"]) == (3, 5)
     assert body["total"]["passed"] == 1 and body["store"] == str(server.store)
+
+
+@pytest.mark.parametrize(
+    "path", ["../outside.ipynb", "/etc/passwd", "link.ipynb", "01-runtime.py", "", None, "missing.ipynb"],
+    ids=["dotdot", "absolute", "symlink-out", "not-ipynb", "empty", "none", "missing"])
+def test_validate_refuses_paths_outside_the_course(server: Server, path: object) -> None:
+    status, body = server.get("/torchlens/api/validate", body={"path": path})
+    assert status == 400 and body["error"], body
+
+
+@pytest.mark.parametrize("timeout", [0, -1, "soon", True])
+def test_validate_refuses_a_nonsense_timeout(server: Server, timeout: object) -> None:
+    status, body = server.get("/torchlens/api/validate", body={"path": "01-runtime.ipynb", "timeout": timeout})
+    assert status == 400 and "timeout" in body["error"], body
+
+
+def test_validate_reports_each_visible_check_and_never_all_passed_with_hidden_tests(server: Server) -> None:
+    before = server.store.read_text() if server.store.exists() else None
+    status, body = server.get("/torchlens/api/validate", body={"path": "03-checks.ipynb"})
+    assert status == 200, body
+    by_id = {c["grade_id"]: c for c in body["checks"]}
+    assert by_id["03-pass"]["status"] == "passed"
+    assert by_id["03-fail"]["status"] == "failed" and "answer()" in by_id["03-fail"]["message"]
+    assert by_id["03-missing"]["status"] == "not attempted" and "unwritten" in by_id["03-missing"]["message"]
+    assert body["hidden_tests"] is True and "graded" in body["notice"]
+    after = server.store.read_text() if server.store.exists() else None
+    assert after == before  # validation never writes the learner's progress
+
+
+def test_validate_of_an_endless_notebook_times_out_cleanly(server: Server) -> None:
+    t0 = time.monotonic()
+    status, body = server.get("/torchlens/api/validate", body={"path": "04-loop.ipynb", "timeout": LOOP_TIMEOUT_S})
+    elapsed = time.monotonic() - t0
+    assert status == 200 and body["stopped"] == "timeout", body
+    assert [c["status"] for c in body["checks"]] == ["timeout"]
+    assert elapsed < LOOP_TIMEOUT_S + 15
+    # the kernel went with it: no python process of that validation is left running
+    leftover = subprocess.run(["pgrep", "-f", "04-loop.ipynb"], capture_output=True, text=True).stdout.split()
+    assert not leftover, leftover

@@ -7,8 +7,11 @@ server's root folder; progress comes from the learner's store (course/progress.p
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from .progress import ProgressStore
 __all__ = ["course_dir", "outline_payload", "progress_payload"]
 
 ENV_COURSE = "TORCHLENS_COURSE_DIR"
+ENV_VALIDATE_TIMEOUT = "TORCHLENS_VALIDATE_TIMEOUT"  # most seconds a validation may run (default 120)
 API = "torchlens/api"
 RESOURCE = "torchlens"  # the authorization resource name (Jupyter's Authorizer sees it)
 
@@ -71,6 +75,46 @@ def progress_payload(course: Path, store: ProgressStore) -> dict[str, Any]:
     return report
 
 
+class CoursePathError(ValueError):
+    """A notebook path the course API refuses; the message says what was wrong."""
+
+
+def course_notebook(course: Path, rel: object) -> Path:
+    """The notebook `rel` names inside the course folder; anything else is a CoursePathError."""
+    if not isinstance(rel, str) or not rel:
+        raise CoursePathError("give 'path': a notebook's path relative to the course folder, e.g. '02-views.ipynb'")
+    p = Path(rel)
+    if p.is_absolute() or ".." in p.parts:
+        raise CoursePathError(f"{rel!r}: give a path inside the course folder, relative to it (no '..', not absolute)")
+    if p.suffix != ".ipynb":
+        raise CoursePathError(f"{rel!r}: only notebooks (.ipynb) can be validated")
+    full = (course / p).resolve()
+    if not full.is_relative_to(course.resolve()):
+        raise CoursePathError(f"{rel!r} leads outside the course folder (a symlink?); validate notebooks in it")
+    if not full.is_file():
+        raise CoursePathError(f"{rel!r} is not a notebook in the course folder {course}")
+    return full
+
+
+async def run_validation(notebook: Path, timeout: float) -> dict[str, Any]:
+    """Validate in a separate process group (kernel included), killed whole if it overruns."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "torchlens_widgets.course.validate", str(notebook), "--timeout", str(timeout),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout + 15)
+    except asyncio.TimeoutError:
+        os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        return {"notebook": str(notebook), "stopped": "timeout", "checks": [],
+                "error": f"validation did not finish in {timeout + 15:.0f} s and was stopped"}
+    if proc.returncode != 0:
+        return {"notebook": str(notebook), "stopped": "error", "checks": [],
+                "error": f"validation failed: {err.decode(errors='replace')[-500:]}"}
+    report: dict[str, Any] = json.loads(out)
+    return report
+
+
 class _CourseHandler(APIHandler):
     """JSON endpoints under /torchlens/api/, behind Jupyter's authentication and authorization."""
 
@@ -99,6 +143,27 @@ class ProgressHandler(_CourseHandler):
         self._json(progress_payload(course_dir(self._root), ProgressStore()))
 
 
+class ValidateHandler(_CourseHandler):
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        course = course_dir(self._root)
+        try:
+            body = json.loads(self.request.body or b"{}")
+            notebook = course_notebook(course, body.get("path") if isinstance(body, dict) else None)
+        except (json.JSONDecodeError, CoursePathError) as exc:
+            self.set_status(400)
+            self._json({"error": str(exc)})
+            return
+        limit = float(os.environ.get(ENV_VALIDATE_TIMEOUT, "120"))
+        asked = body.get("timeout", limit)
+        if isinstance(asked, bool) or not isinstance(asked, (int, float)) or not 0 < asked:
+            self.set_status(400)
+            self._json({"error": f"timeout={asked!r}: give the seconds the run may take (a positive number)"})
+            return
+        self._json(await run_validation(notebook, min(float(asked), limit)))
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": __name__}]
 
@@ -110,5 +175,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app.add_handlers(".*$", [
         (url_path_join(base, API, "outline"), OutlineHandler),
         (url_path_join(base, API, "progress"), ProgressHandler),
+        (url_path_join(base, API, "validate"), ValidateHandler),
     ])
     serverapp.log.info(f"torchlens course: {url_path_join(base, API)} serves {course_dir(Path(serverapp.root_dir))}")

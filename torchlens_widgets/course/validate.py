@@ -1,0 +1,130 @@
+"""Validate a notebook as the learner has it: run it top to bottom in a fresh kernel and report each
+visible check (passed / failed with its message / not attempted / timed out).
+
+It never says "all passed" about a student copy: its hidden tests only run at grading, and the report
+says so. The learner's progress store is not written (the run records into a throwaway one).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from .execute import progress_redirected
+from .markers import HIDDEN_PLACEHOLDER
+from .progress import ProgressStore
+
+__all__ = ["validate_notebook"]
+
+NOT_DONE = "not done yet"  # how a check's message starts when the answer is missing (checks.py)
+HIDDEN_NOTICE = ("this copy's hidden tests run only when the notebook is graded: passing here means the "
+                 "visible tests pass, not that the exercise will")
+
+
+def _source(cell: Any) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else str(src or "")
+
+
+def _test_cells(nb: Any) -> list[tuple[int, str, float]]:
+    out = []
+    for i, cell in enumerate(nb.cells):
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") == "code" and meta.get("grade") and not meta.get("solution"):
+            gid, pts = meta.get("grade_id"), meta.get("points", 0)
+            if isinstance(gid, str):
+                out.append((i, gid, float(pts) if isinstance(pts, (int, float)) else 0.0))
+    return out
+
+
+def _error(cell: Any) -> tuple[str, str] | None:
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "error":
+            return str(o.get("ename", "")), str(o.get("evalue", ""))
+    return None
+
+
+def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout: float = 60.0,
+                      kernel_name: str = "python3") -> dict[str, Any]:
+    """Run `path` (not saved back) and report its visible checks; `timeout` bounds the whole run."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    tests = _test_cells(nb)
+    hidden = any(HIDDEN_PLACEHOLDER in _source(nb.cells[i]) for i, _, _ in tests)
+    ran: set[int] = set()
+    stopped: str | None = None
+    t0 = time.monotonic()
+    with progress_redirected() as store_path:
+        client = NotebookClient(nb, timeout=cell_timeout, kernel_name=kernel_name, allow_errors=True,
+                                resources={"metadata": {"path": str(path.parent.resolve())}})
+        with client.setup_kernel():
+            for i, cell in enumerate(nb.cells):
+                if cell.cell_type != "code":
+                    continue
+                left = timeout - (time.monotonic() - t0)
+                if left <= 0:
+                    stopped = "timeout"
+                    break
+                client.timeout = int(max(1, min(cell_timeout, left)))
+                try:
+                    client.execute_cell(cell, i)
+                except CellTimeoutError:
+                    stopped = "timeout"
+                    break
+                except DeadKernelError:
+                    stopped = "kernel died"
+                    break
+                ran.add(i)
+        passed = ProgressStore(store_path).passed()
+    checks = []
+    for i, gid, pts in tests:
+        entry = passed.get(gid)
+        err = _error(nb.cells[i])
+        if entry is not None:
+            status, message = "passed", ("visible tests passed" if hidden or entry.get("scope") == "visible"
+                                         else "passed")
+        elif i not in ran:
+            status, message = ("timeout" if stopped == "timeout" else "not attempted"), (
+                f"not run: the notebook stopped before this check ({stopped})" if stopped else "not run")
+        elif err is not None and err[0] == "CheckFailed":
+            # the check's own words: "not done yet: ..." when the answer is still the stub or undefined
+            message = err[1].strip().removeprefix(f"{gid}: ")
+            status = "not attempted" if message.startswith(NOT_DONE) else "failed"
+        else:
+            status = "not attempted"
+            message = f"{err[0]}: {err[1]}".strip() if err else "the check did not report (was it run?)"
+        checks.append({"grade_id": gid, "points": pts, "status": status, "message": message})
+    return {
+        "notebook": str(path),
+        "seconds": round(time.monotonic() - t0, 2),
+        "stopped": stopped,
+        "hidden_tests": hidden,
+        "notice": HIDDEN_NOTICE if hidden else None,
+        "checks": checks,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m torchlens_widgets.course.validate NB [--timeout S]`: the report as JSON on stdout."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("notebook", type=Path)
+    p.add_argument("--timeout", type=float, default=120.0)
+    p.add_argument("--cell-timeout", type=float, default=60.0)
+    args = p.parse_args(argv)
+    report = validate_notebook(args.notebook, timeout=args.timeout, cell_timeout=args.cell_timeout)
+    json.dump(report, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
