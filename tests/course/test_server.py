@@ -26,6 +26,7 @@ class Server:
     url: str
     token: str
     store: Path
+    course: str = ""
 
     def get(self, path: str, token: str | None = "use", body: dict | None = None) -> tuple[int, dict]:
         headers = {} if token is None else {"Authorization": f"token {self.token if token == 'use' else token}"}
@@ -82,6 +83,23 @@ def _checks_notebook(path: Path) -> None:
     nbformat.write(nb, path)
 
 
+def _released_notebook(src: Path, course: Path) -> None:
+    """05-reset.ipynb, released from a source with a solution: the course keeps a pristine copy."""
+    from torchlens_widgets.course.release import release_path
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    answer = nbformat.v4.new_code_cell("def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION")
+    answer.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False,
+                                   "grade_id": "05-double-answer", "schema_version": 3}
+    nb.cells = [nbformat.v4.new_markdown_cell("# Reset\n\n**Thesis.** Start over."), answer,
+                _graded("from torchlens_widgets.course import check\nwith check('05-double', points=1) as c:\n"
+                        "    c.equal(double(2), 4, what='double(2)')", "05-double")]
+    src.mkdir()
+    nbformat.write(nb, src / "05-reset.ipynb")
+    release_path(src, course)
+
+
 def _loop_notebook(path: Path) -> None:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -108,6 +126,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     (course / "notes.ipynb").write_text("{}")  # not a course notebook (no NN- prefix)
     _checks_notebook(course / "03-checks.ipynb")
     _loop_notebook(course / "04-loop.ipynb")
+    _released_notebook(tmp / "src", course)
     (root / "outside.ipynb").write_text("{}")
     (course / "link.ipynb").symlink_to(root / "outside.ipynb")
     store = tmp / "progress.json"
@@ -122,7 +141,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         cmd.append("--allow-root")
     log = (tmp / "server.log").open("w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    srv = Server(f"http://127.0.0.1:{port}", token, store)
+    srv = Server(f"http://127.0.0.1:{port}", token, store, str(course))
     try:
         for _ in range(150):
             try:
@@ -140,9 +159,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         log.close()
 
 
-@pytest.mark.parametrize("path", ["/torchlens/api/outline", "/torchlens/api/progress", "/torchlens/api/validate"])
+@pytest.mark.parametrize("path", ["/torchlens/api/outline", "/torchlens/api/progress", "/torchlens/api/validate",
+                                  "/torchlens/api/reset"])
 def test_every_endpoint_needs_jupyter_s_token(server: Server, path: str) -> None:
     body = {"path": "01-runtime.ipynb"} if path.endswith("validate") else None
+    if path.endswith("reset"):  # refused before anything is touched; with the token, a 400 for the bad id
+        assert server.get(path, token=None, body={"path": "05-reset.ipynb", "grade_id": "05-double"})[0] in (401, 403)
+        assert server.get(path, body={"path": "05-reset.ipynb", "grade_id": "nope"})[0] == 400
+        return
     assert server.get(path, token=None, body=body)[0] in (401, 403)
     assert server.get(path, token="wrong", body=body)[0] in (401, 403)
     assert server.get(path, body=body)[0] == 200
@@ -152,7 +176,8 @@ def test_outline_lists_course_notebooks_in_order_with_exercises(server: Server) 
     status, body = server.get("/torchlens/api/outline")
     assert status == 200 and body["problem"] is None
     assert [nb["path"] for nb in body["notebooks"]] == ["course/01-runtime.ipynb", "course/02-views.ipynb",
-                                                        "course/03-checks.ipynb", "course/04-loop.ipynb"]
+                                                        "course/03-checks.ipynb", "course/04-loop.ipynb",
+                                                        "course/05-reset.ipynb"]
     views = body["notebooks"][1]
     assert (views["title"], views["thesis"], views["points"]) == ("Views", "A view shares storage.", 5)
     assert views["exercises"] == [{"grade_id": "02-a", "points": 2}, {"grade_id": "02-b", "points": 3}]
@@ -160,7 +185,7 @@ def test_outline_lists_course_notebooks_in_order_with_exercises(server: Server) 
 
 def test_progress_follows_the_store_without_a_restart(server: Server) -> None:
     status, body = server.get("/torchlens/api/progress")
-    assert status == 200 and body["total"] == {"earned": 0, "possible": 11, "exercises": 7, "passed": 0}
+    assert status == 200 and body["total"] == {"earned": 0, "possible": 12, "exercises": 8, "passed": 0}
     ProgressStore(server.store).record_pass("02-b", 3, 3, notebook="02-views.ipynb", scope="visible")
     status, body = server.get("/torchlens/api/progress")
     views = next(nb for nb in body["notebooks"] if nb["notebook"] == "02")
@@ -206,3 +231,33 @@ def test_validate_of_an_endless_notebook_times_out_cleanly(server: Server) -> No
     # the kernel went with it: no python process of that validation is left running
     leftover = subprocess.run(["pgrep", "-f", "04-loop.ipynb"], capture_output=True, text=True).stdout.split()
     assert not leftover, leftover
+
+
+def test_reset_restores_the_stub_and_keeps_the_learner_s_answer_in_a_backup(server: Server) -> None:
+    course = Path(server.course)
+    nb_path = course / "05-reset.ipynb"
+    nb = nbformat.read(nb_path, as_version=4)
+    stub = nb.cells[1].source
+    assert "NotImplementedError" in stub and "2 * x" not in stub
+    nb.cells[1].source = "def double(x):\n    return x + x  # my answer"
+    nb.cells[0].source += "\n\nmy note"
+    nbformat.write(nb, nb_path)
+    status, body = server.get("/torchlens/api/reset", body={"path": "05-reset.ipynb", "grade_id": "05-double"})
+    assert status == 200, body
+    after = nbformat.read(nb_path, as_version=4)
+    assert after.cells[1].source == stub and after.cells[1].outputs == []
+    assert after.cells[0].source.endswith("my note")  # nothing else changed
+    backup = Path(body["backup"])
+    assert backup.is_file() and backup.is_relative_to(course) and "return x + x  # my answer" in backup.read_text()
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [({"path": "05-reset.ipynb", "grade_id": "05-nothing"}, "no answer cell"),
+     ({"path": "05-reset.ipynb"}, "grade_id"),
+     ({"path": "01-runtime.ipynb", "grade_id": "01-a"}, "no released copy"),
+     ({"path": "../outside.ipynb", "grade_id": "05-double"}, "inside the course folder")],
+    ids=["unknown-id", "no-id", "not-released", "outside"])
+def test_reset_refuses_with_a_reason(server: Server, body: dict, error: str) -> None:
+    status, answer = server.get("/torchlens/api/reset", body=body)
+    assert status == 400 and error in answer["error"], answer

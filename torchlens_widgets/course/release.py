@@ -196,6 +196,15 @@ def _notebooks(src: Path, exclude: Path | None) -> list[Path]:
     return found
 
 
+#: Beside each released notebook, a pristine copy the learner never edits: "reset exercise" reads its stubs.
+PRISTINE_DIR = Path(".torchlens") / "release"
+
+
+def pristine_path(notebook: Path) -> Path:
+    """Where the pristine released copy of a learner's `notebook` is kept."""
+    return notebook.parent / PRISTINE_DIR / notebook.name
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -260,6 +269,7 @@ def release_path(src: Path | str, dst: Path | str, force: bool = False) -> Relea
 
     result = ReleaseResult()
     for d, text in released:
+        _atomic_write(pristine_path(d), text)  # always current: it holds no learner work
         if d.exists() and not force:
             result.skipped.append(d)
             continue

@@ -22,6 +22,7 @@ from tornado import web
 
 from .outline import NotebookOutline, progress_report, read_outline
 from .progress import ProgressStore
+from .reset import ResetError, reset_exercise
 
 __all__ = ["course_dir", "outline_payload", "progress_payload"]
 
@@ -87,10 +88,10 @@ def course_notebook(course: Path, rel: object) -> Path:
     if p.is_absolute() or ".." in p.parts:
         raise CoursePathError(f"{rel!r}: give a path inside the course folder, relative to it (no '..', not absolute)")
     if p.suffix != ".ipynb":
-        raise CoursePathError(f"{rel!r}: only notebooks (.ipynb) can be validated")
+        raise CoursePathError(f"{rel!r}: give a notebook (.ipynb)")
     full = (course / p).resolve()
     if not full.is_relative_to(course.resolve()):
-        raise CoursePathError(f"{rel!r} leads outside the course folder (a symlink?); validate notebooks in it")
+        raise CoursePathError(f"{rel!r} leads outside the course folder (a symlink?); use notebooks in it")
     if not full.is_file():
         raise CoursePathError(f"{rel!r} is not a notebook in the course folder {course}")
     return full
@@ -164,6 +165,23 @@ class ValidateHandler(_CourseHandler):
         self._json(await run_validation(notebook, min(float(asked), limit)))
 
 
+class ResetHandler(_CourseHandler):
+    @web.authenticated
+    @authorized
+    def post(self) -> None:
+        course = course_dir(self._root)
+        try:
+            body = json.loads(self.request.body or b"{}")
+            if not isinstance(body, dict):
+                raise CoursePathError("send a JSON object: {\"path\": ..., \"grade_id\": ...}")
+            result = reset_exercise(course_notebook(course, body.get("path")), body.get("grade_id"))
+        except (json.JSONDecodeError, CoursePathError, ResetError) as exc:
+            self.set_status(400)
+            self._json({"error": str(exc)})
+            return
+        self._json(result)
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": __name__}]
 
@@ -176,5 +194,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         (url_path_join(base, API, "outline"), OutlineHandler),
         (url_path_join(base, API, "progress"), ProgressHandler),
         (url_path_join(base, API, "validate"), ValidateHandler),
+        (url_path_join(base, API, "reset"), ResetHandler),
     ])
     serverapp.log.info(f"torchlens course: {url_path_join(base, API)} serves {course_dir(Path(serverapp.root_dir))}")
