@@ -318,6 +318,28 @@ def test_existing_destination_is_not_overwritten_without_force(tmp_path: Path) -
     assert "the learner's own work" not in dst.read_text()
 
 
+def test_release_keeps_a_pristine_copy_that_reset_reads_and_a_re_release_does_not_pick_up(tmp_path: Path) -> None:
+    from torchlens_widgets.course.release import pristine_path
+
+    src = _write(tmp_path / "src" / "01.ipynb", source_notebook())
+    out = tmp_path / "out"
+    release_path(src, out)
+    dst, pristine = out / "01.ipynb", out / ".torchlens" / "release" / "01.ipynb"
+    assert pristine_path(dst) == pristine and pristine.read_text() == dst.read_text()
+    learner = nbformat.read(dst, as_version=4)
+    learner.cells[2].source = "answer = 42  # the learner's own work"
+    nbformat.write(learner, dst)
+    changed = nbformat.read(src, as_version=4)
+    changed.cells[0].source = "# Strides, second edition"
+    nbformat.write(changed, src)
+    assert release_path(src, out).skipped == [dst]  # the learner's notebook is kept ...
+    assert "the learner's own work" in dst.read_text()
+    assert "second edition" in pristine.read_text() and "learner" not in pristine.read_text()  # ... the copy is current
+    assert not any(s in pristine.read_text() for s in SECRETS)
+    # releasing the course folder itself elsewhere does not release the hidden copies
+    assert release_path(out, tmp_path / "again").written == [tmp_path / "again" / "01.ipynb"]
+
+
 def test_release_into_a_subdirectory_of_src_and_onto_itself(tmp_path: Path) -> None:
     src = tmp_path / "notebooks"
     _write(src / "01.ipynb", source_notebook())

@@ -1,10 +1,12 @@
-"""The course server extension over real HTTP: auth required, the outline in course order, live progress."""
+"""The course server extension over real HTTP: auth required, the outline in course order, live progress,
+validation in a fresh kernel (killed on timeout), reset from the released copy; paths confined to the course."""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +21,10 @@ import nbformat
 import pytest
 
 from torchlens_widgets.course.progress import ProgressStore
+from torchlens_widgets.course.server import ENV_COURSE, ENV_RUN, ENV_VALIDATE_TIMEOUT, TorchlensCourse
+
+REPO = Path(__file__).resolve().parents[2]
+MARK = "TORCHLENS_TEST_SERVER"  # in the test server's environment, so in every process it starts
 
 
 @dataclass
@@ -27,6 +33,8 @@ class Server:
     token: str
     store: Path
     course: str = ""
+    pid: int = 0
+    mark: str = ""
 
     def get(self, path: str, token: str | None = "use", body: dict | None = None) -> tuple[int, dict]:
         headers = {} if token is None else {"Authorization": f"token {self.token if token == 'use' else token}"}
@@ -65,7 +73,9 @@ def _graded(source: str, gid: str, points: int = 1) -> nbformat.NotebookNode:
 
 
 def _checks_notebook(path: Path) -> None:
-    """One check that passes, one that fails, one whose answer is missing; a student copy (hidden tests)."""
+    """Checks that pass, fail, miss their answer, never start (the cell raised first) and fail quietly
+    (the cell swallows the failure: only the result the check attaches to its display says so); a
+    student copy (hidden tests)."""
     from torchlens_widgets.course.markers import HIDDEN_PLACEHOLDER
 
     nb = nbformat.v4.new_notebook()
@@ -79,6 +89,10 @@ def _checks_notebook(path: Path) -> None:
                 f"    c.equal(answer(), 42, what='answer()')\n{HIDDEN_PLACEHOLDER}", "03-fail", 2),
         _graded("from torchlens_widgets.course import check\nwith check('03-missing', points=1) as c:\n"
                 "    c.equal(unwritten(), 1, what='unwritten()')", "03-missing"),
+        _graded("from torchlens_widgets.course import check\nratio = 1 / 0\nwith check('03-raises', points=1) as c:\n"
+                "    c.that(ratio > 0, 'ratio is positive')", "03-raises"),
+        _graded("from torchlens_widgets.course import check\ntry:\n    with check('03-caught', points=1) as c:\n"
+                "        c.equal(answer(), 40, what='answer() again')\nexcept Exception:\n    pass", "03-caught"),
     ]
     nbformat.write(nb, path)
 
@@ -101,9 +115,11 @@ def _released_notebook(src: Path, course: Path) -> None:
 
 
 def _loop_notebook(path: Path) -> None:
+    """Never ends; its kernel leaves its pid in .kernel.pid first, so the test can see it go."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell("while True:\n    pass"),
+    nb.cells = [nbformat.v4.new_code_cell("import os\nopen('.kernel.pid', 'w').write(str(os.getpid()))\n"
+                                          "while True:\n    pass"),
                 _graded("from torchlens_widgets.course import check\nwith check('04-after', points=1) as c:\n"
                         "    c.that(True, 'never reached')", "04-after")]
     nbformat.write(nb, path)
@@ -130,18 +146,24 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     (root / "outside.ipynb").write_text("{}")
     (course / "link.ipynb").symlink_to(root / "outside.ipynb")
     store = tmp / "progress.json"
-    token, port = secrets.token_hex(16), _free_port()
-    env = dict(os.environ, TORCHLENS_PROGRESS=str(store), TORCHLENS_COURSE_DIR=str(course),
-               JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTER_DATA_DIR=str(tmp / "data"),
-               JUPYTER_RUNTIME_DIR=str(tmp / "runtime"))
+    token, port, mark = secrets.token_hex(16), _free_port(), secrets.token_hex(8)
+    # enabled by the config file the wheel installs, put in this server's private config folder
+    enable = tmp / "config" / "jupyter_server_config.d"
+    enable.mkdir(parents=True)
+    shutil.copy(REPO / "jupyter-config" / "jupyter_server_config.d" / "torchlens_widgets.json", enable)
+    env = dict(os.environ, TORCHLENS_PROGRESS=str(store), JUPYTER_CONFIG_DIR=str(tmp / "config"),
+               JUPYTER_DATA_DIR=str(tmp / "data"), JUPYTER_RUNTIME_DIR=str(tmp / "runtime"), **{MARK: mark})
+    for name in (ENV_COURSE, ENV_VALIDATE_TIMEOUT):
+        env.pop(name, None)
     cmd = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.port_retries=0",
-           '--ServerApp.jpserver_extensions={"torchlens_widgets.course.server": True}']
+           f"--TorchlensCourse.course_dir={course}", "--TorchlensCourse.validate_timeout=40",
+           "--TorchlensCourse.cell_timeout=30"]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
     log = (tmp / "server.log").open("w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    srv = Server(f"http://127.0.0.1:{port}", token, store, str(course))
+    srv = Server(f"http://127.0.0.1:{port}", token, store, str(course), proc.pid, mark)
     try:
         for _ in range(150):
             try:
@@ -175,6 +197,7 @@ def test_every_endpoint_needs_jupyter_s_token(server: Server, path: str) -> None
 def test_outline_lists_course_notebooks_in_order_with_exercises(server: Server) -> None:
     status, body = server.get("/torchlens/api/outline")
     assert status == 200 and body["problem"] is None
+    assert body["course_dir"] == server.course  # from c.TorchlensCourse.course_dir
     assert [nb["path"] for nb in body["notebooks"]] == ["course/01-runtime.ipynb", "course/02-views.ipynb",
                                                         "course/03-checks.ipynb", "course/04-loop.ipynb",
                                                         "course/05-reset.ipynb"]
@@ -185,11 +208,14 @@ def test_outline_lists_course_notebooks_in_order_with_exercises(server: Server) 
 
 def test_progress_follows_the_store_without_a_restart(server: Server) -> None:
     status, body = server.get("/torchlens/api/progress")
-    assert status == 200 and body["total"] == {"earned": 0, "possible": 12, "exercises": 8, "passed": 0}
+    assert status == 200 and body["total"] == {"earned": 0, "possible": 14, "exercises": 10, "passed": 0}
     ProgressStore(server.store).record_pass("02-b", 3, 3, notebook="02-views.ipynb", scope="visible")
     status, body = server.get("/torchlens/api/progress")
     views = next(nb for nb in body["notebooks"] if nb["notebook"] == "02")
     assert {e["grade_id"]: e["status"] for e in views["exercises"]} == {"02-a": "not passed", "02-b": "visible"}
+    a, b = views["exercises"]
+    assert (a["passed"], a["first_passed"], b["passed"]) == (False, None, True)
+    assert b["first_passed"] == ProgressStore(server.store).passed()["02-b"]["first_passed"] and b["last_passed"]
     assert (views["earned"], views["possible"]) == (3, 5)
     assert body["total"]["passed"] == 1 and body["store"] == str(server.store)
 
@@ -216,21 +242,48 @@ def test_validate_reports_each_visible_check_and_never_all_passed_with_hidden_te
     assert by_id["03-pass"]["status"] == "passed"
     assert by_id["03-fail"]["status"] == "failed" and "answer()" in by_id["03-fail"]["message"]
     assert by_id["03-missing"]["status"] == "not attempted" and "unwritten" in by_id["03-missing"]["message"]
+    assert by_id["03-raises"]["status"] == "not attempted" and "ZeroDivisionError" in by_id["03-raises"]["message"]
+    assert by_id["03-caught"]["status"] == "failed" and "answer() again" in by_id["03-caught"]["message"]
+    assert [c["grade_id"] for c in body["checks"]] == ["03-pass", "03-fail", "03-missing", "03-raises", "03-caught"]
     assert body["hidden_tests"] is True and "graded" in body["notice"]
     after = server.store.read_text() if server.store.exists() else None
     assert after == before  # validation never writes the learner's progress
 
 
+def _environ(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # gone, or not ours
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone
+    except (OSError, IndexError):
+        return False
+
+
+def _validation_processes(mark: str) -> list[int]:
+    """Processes a validation of this test's server started (the validator, its kernel) still running."""
+    ours = f"{MARK}={mark}".encode()
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _alive(int(p.name))
+            and ours in (env := _environ(int(p.name))) and any(e.startswith(f"{ENV_RUN}=".encode()) for e in env)]
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads processes from /proc (Linux)")
 def test_validate_of_an_endless_notebook_times_out_cleanly(server: Server) -> None:
+    assert f"{MARK}={server.mark}".encode() in _environ(server.pid)  # the /proc scan below sees our processes
+    pid_file = Path(server.course) / ".kernel.pid"
     t0 = time.monotonic()
     status, body = server.get("/torchlens/api/validate", body={"path": "04-loop.ipynb", "timeout": LOOP_TIMEOUT_S})
     elapsed = time.monotonic() - t0
     assert status == 200 and body["stopped"] == "timeout", body
     assert [c["status"] for c in body["checks"]] == ["timeout"]
-    assert elapsed < LOOP_TIMEOUT_S + 15
-    # the kernel went with it: no python process of that validation is left running
-    leftover = subprocess.run(["pgrep", "-f", "04-loop.ipynb"], capture_output=True, text=True).stdout.split()
-    assert not leftover, leftover
+    assert elapsed < LOOP_TIMEOUT_S + 5
+    kernel = int(pid_file.read_text())  # the loop did start in a kernel ...
+    assert not _alive(kernel)  # ... which is gone, and so is everything else the validation started
+    assert _validation_processes(server.mark) == []
 
 
 def test_reset_restores_the_stub_and_keeps_the_learner_s_answer_in_a_backup(server: Server) -> None:
@@ -245,10 +298,14 @@ def test_reset_restores_the_stub_and_keeps_the_learner_s_answer_in_a_backup(serv
     status, body = server.get("/torchlens/api/reset", body={"path": "05-reset.ipynb", "grade_id": "05-double"})
     assert status == 200, body
     after = nbformat.read(nb_path, as_version=4)
-    assert after.cells[1].source == stub and after.cells[1].outputs == []
+    assert after.cells[1].source == stub and after.cells[1].outputs == [] and after.cells[1].id == nb.cells[1].id
     assert after.cells[0].source.endswith("my note")  # nothing else changed
     backup = Path(body["backup"])
-    assert backup.is_file() and backup.is_relative_to(course) and "return x + x  # my answer" in backup.read_text()
+    assert backup.is_file() and backup.is_relative_to(course / ".torchlens" / "backups")
+    assert "return x + x  # my answer" in backup.read_text()
+    # a second reset at once keeps the first backup (the learner's answer) and adds its own
+    status, again = server.get("/torchlens/api/reset", body={"path": "05-reset.ipynb", "grade_id": "05-double"})
+    assert status == 200 and again["backup"] != body["backup"] and "my answer" in backup.read_text()
 
 
 @pytest.mark.parametrize(
@@ -256,8 +313,69 @@ def test_reset_restores_the_stub_and_keeps_the_learner_s_answer_in_a_backup(serv
     [({"path": "05-reset.ipynb", "grade_id": "05-nothing"}, "no answer cell"),
      ({"path": "05-reset.ipynb"}, "grade_id"),
      ({"path": "01-runtime.ipynb", "grade_id": "01-a"}, "no released copy"),
-     ({"path": "../outside.ipynb", "grade_id": "05-double"}, "inside the course folder")],
-    ids=["unknown-id", "no-id", "not-released", "outside"])
+     ({"path": "../outside.ipynb", "grade_id": "05-double"}, "inside the course folder"),
+     ({"path": "05-reset.ipynb", "grade_id": "../../05-double"}, "letters, digits")],
+    ids=["unknown-id", "no-id", "not-released", "outside", "id-with-a-path"])
 def test_reset_refuses_with_a_reason(server: Server, body: dict, error: str) -> None:
     status, answer = server.get("/torchlens/api/reset", body=body)
     assert status == 400 and error in answer["error"], answer
+
+
+def test_course_folder_comes_from_config_else_environment_else_root(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV_COURSE, raising=False)
+    monkeypatch.delenv(ENV_VALIDATE_TIMEOUT, raising=False)
+    assert TorchlensCourse().course(tmp_path) == tmp_path.resolve()
+    assert TorchlensCourse().timeout_limit() == 120
+    monkeypatch.setenv(ENV_COURSE, str(tmp_path / "env"))
+    monkeypatch.setenv(ENV_VALIDATE_TIMEOUT, "30")
+    assert TorchlensCourse().course(tmp_path) == (tmp_path / "env").resolve()
+    assert TorchlensCourse().timeout_limit() == 30
+    configured = TorchlensCourse(course_dir=str(tmp_path / "cfg"), validate_timeout=9)
+    assert configured.course(tmp_path) == (tmp_path / "cfg").resolve() and configured.timeout_limit() == 9
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists() or not shutil.which("setsid"),
+                    reason="reads processes from /proc (Linux), starts a session with setsid")
+def test_a_validation_that_overruns_is_killed_with_its_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The validator stops itself at its deadline; one that does not (hung) is killed, and so is its kernel,
+    which runs in a session of its own (as jupyter_client starts kernels), out of the validator's group."""
+    import asyncio
+
+    from torchlens_widgets.course import server as course_server
+
+    hung = tmp_path / "hung-validator"
+    nap = f"{300 + secrets.randbelow(10**6) / 1000:.3f}"  # names this test's processes
+    hung.write_text(f'#!/bin/bash\npid_file="${{@: -1}}"\nsetsid sleep {nap} &\necho $! > "$pid_file"\nsleep {nap}\n')
+    hung.chmod(0o755)
+    monkeypatch.setattr(course_server.sys, "executable", str(hung))
+    monkeypatch.setattr(course_server, "GRACE_S", 1.0)
+    nb = tmp_path / "01-x.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(), nb)
+    t0 = time.monotonic()
+    report = asyncio.run(course_server.run_validation(nb, timeout=1.0))
+    assert report["stopped"] == "timeout" and "stopped" in report["error"] and time.monotonic() - t0 < 5
+    leftover = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _alive(int(p.name))
+                and nap.encode() in _cmdline(int(p.name))]
+    assert leftover == []
+
+
+def _cmdline(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def test_reset_of_an_unreadable_notebook_changes_nothing(tmp_path: Path) -> None:
+    from torchlens_widgets.course.release import pristine_path
+    from torchlens_widgets.course.reset import ResetError, reset_exercise
+
+    src, course = tmp_path / "src", tmp_path / "course"
+    _released_notebook(src, course)
+    learner = course / "05-reset.ipynb"
+    learner.write_text('{"cells": [ half a notebook')
+    with pytest.raises(ResetError, match="cannot be read as a notebook"):
+        reset_exercise(learner, "05-double")
+    assert learner.read_text() == '{"cells": [ half a notebook' and pristine_path(learner).is_file()
+    assert not (course / ".torchlens" / "backups").exists()

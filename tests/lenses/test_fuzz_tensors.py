@@ -180,11 +180,10 @@ def test_grad_graph_of_sparse_and_nested_is_a_true_picture() -> None:
     g = outcome(lambda: grad_graph(torch.sparse.sum(x * 2)), GradGraphError)
     assert [n.name for n in g.nodes][:1] == ["SumBackward0"] and any(n.kind == "leaf" for n in g.nodes)
     json.dumps(g.to_dict())
-    a = torch.randn(2, requires_grad=True)
-    nt = torch.nested.nested_tensor([a * 1, torch.ones(3)])
-    g = outcome(lambda: grad_graph(nt.values().sum() if hasattr(nt, "values") else nt), GradGraphError)
-    if not isinstance(g, Exception):
-        json.dumps(g.to_dict())
+    nt = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], requires_grad=True)
+    g = outcome(lambda: grad_graph(nt * 2), GradGraphError)
+    assert [n.name for n in g.nodes] == ["MulBackward0", "AccumulateGrad"] and g.nodes[1].shape is None
+    json.dumps(g.to_dict())
 
 
 def test_grad_graph_to_dict_is_json_with_symbolic_shapes() -> None:
@@ -252,3 +251,371 @@ def test_reading_a_trace_too_early_is_the_lens_s_own_error() -> None:
         err = outcome(lambda: tr.counts(), DispatchTraceError)
     assert isinstance(err, DispatchTraceError)
     assert math.isfinite(len(tr.ops))
+
+
+# -- more hostile tensors for the layout lens -----------------------------------------------------------
+
+CRASH_PRONE = """
+import json, torch
+from torchlens_widgets import layout, stride_diagram
+from torchlens_widgets.lenses.layout import read_storage
+class Wrapper(torch.Tensor):
+    @staticmethod
+    def __new__(cls, shape, strides, offset):
+        return torch.Tensor._make_wrapper_subclass(cls, shape, strides=strides, storage_offset=offset,
+                                                   dtype=torch.float32)
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError(func)
+def resized():
+    t = torch.arange(4.0)
+    t.untyped_storage().resize_(0)
+    return t
+def functional():
+    from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+    with FunctionalTensorMode():
+        return FunctionalTensor.to_functional(torch.arange(3.0))
+cases = {
+    "strided-wrapper": lambda: Wrapper((2, 3), (1, 2), 1),
+    "empty-wrapper": lambda: Wrapper((0, 3), (3, 1), 0),
+    "resized-to-0": resized,
+    "to_functional": lambda: torch._to_functional_tensor(torch.arange(3.0)),
+    "functional": functional,
+}
+out = {}
+for name, make in cases.items():
+    t = make()
+    lay = layout(t)
+    w = stride_diagram(t, torch.ones(2))
+    out[name] = {"stride": list(lay.stride), "offset": lay.offset, "has_values": lay.has_values,
+                 "no_values": lay.no_values, "read": read_storage(t, [0]) if lay.storage_size else None,
+                 "values": [e["value"] for e in w.model["tensors"][0]["elements"]],
+                 "text": w.static_text(), "svg": len(w.static_svg())}
+print(json.dumps(out))
+"""
+
+
+def test_storage_less_and_freed_tensors_are_drawn_without_values_in_a_live_interpreter() -> None:
+    out = json.loads(in_subprocess(CRASH_PRONE).strip().splitlines()[-1])
+    assert out["strided-wrapper"]["stride"] == [1, 2] and out["strided-wrapper"]["offset"] == 1
+    assert out["empty-wrapper"]["values"] == [] and out["empty-wrapper"]["read"] is None  # nothing to read
+    for name, got in out.items():
+        if name != "empty-wrapper":
+            assert not got["has_values"] and got["read"] is None, name
+            assert all(v is None for v in got["values"]) and "layout without values" in got["text"], name
+    assert "resize_(0)" in out["resized-to-0"]["no_values"]
+    assert "wrapper subclass" in out["to_functional"]["no_values"]
+
+
+PLAIN_DTYPES = [torch.float16, torch.bfloat16, torch.float64, torch.complex32, torch.complex128, torch.int8,
+                torch.uint16, torch.uint32, torch.uint64, torch.bool, torch.float8_e4m3fn, torch.float8_e5m2]
+
+
+@pytest.mark.parametrize("dtype", PLAIN_DTYPES, ids=str)
+def test_every_readable_dtype_shows_torch_s_values(dtype: torch.dtype) -> None:
+    src = torch.tensor([[0.0, 1.5, -2.25], [3.0, 100.0, 7.0]])
+    t = (src > 1) if dtype == torch.bool else src.abs().to(dtype) if not dtype.is_signed else src.to(dtype)
+    w = outcome(lambda: stride_diagram(t.t()), LayoutError)
+    for el in w.model["tensors"][0]["elements"]:
+        assert el["value"] == _fmt(t.t()[tuple(el["idx"])].item())
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.zeros(6, dtype=torch.uint8).view(torch.bits8),
+        lambda: torch.zeros(3, dtype=torch.int16).view(torch.bits16),
+        lambda: torch.zeros(4, dtype=torch.uint8).view(torch.float4_e2m1fn_x2),
+        lambda: torch.zeros(4, dtype=torch.uint8).view(torch.int4),
+    ],
+    ids=["bits8", "bits16", "float4x2", "int4"],
+)
+def test_packed_bit_dtypes_are_drawn_without_values_and_say_how_to_see_the_bytes(make) -> None:  # type: ignore[no-untyped-def]
+    t = make()
+    w = outcome(lambda: stride_diagram(t), LayoutError)
+    assert all(v is None for v in _values(w.model, 0))
+    assert any("t.view(torch.uint8)" in n for n in w.model["notes"])
+    u = outcome(lambda: stride_diagram(t.view(torch.uint8)), LayoutError)  # what the note advises works
+    assert _values(u.model, 0) == [_fmt(v) for v in t.view(torch.uint8).flatten().tolist()]
+
+
+VIEW_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.float16, torch.bfloat16, torch.int32, torch.float32,
+               torch.int64, torch.float64, torch.complex64]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(
+    raw=st.lists(st.integers(0, 255), min_size=16, max_size=48).map(lambda b: b[: len(b) // 16 * 16]),
+    a=st.sampled_from(VIEW_DTYPES),
+    b=st.sampled_from(VIEW_DTYPES),
+    start=st.integers(0, 2),
+)
+def test_dtype_views_over_one_storage_show_what_each_dtype_reads(raw: list[int], a: torch.dtype, b: torch.dtype,
+                                                                 start: int) -> None:
+    """Bytes drawn as two dtypes: every cell and element shows what torch reads there, never the other's values."""
+    mem = torch.tensor(raw, dtype=torch.uint8)
+    base = mem.view(a)
+    view = base.view(b)[start:]
+    w = outcome(lambda: stride_diagram(base, view, names=["base", "view"]), LayoutError)
+    for k, t in enumerate((base, view)):
+        tm = w.model["tensors"][k]
+        strip = next(s for s in w.model["storages"] if s["id"] == tm["storage"])
+        assert strip["dtype"] == str(t.dtype)
+        as_dtype = mem.view(t.dtype)  # the storage read by torch itself in this tensor's dtype
+        for c in strip["cells"]:
+            assert c["value"] == _fmt(as_dtype[c["i"]].item())
+        for el in tm["elements"]:
+            assert el["value"] == _fmt(t[tuple(el["idx"])].item())
+    if a != b:
+        assert len(w.model["storages"]) == 2 and any("same memory" in n for n in w.model["notes"])
+
+
+class _RaisingTorchFunction(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        raise ValueError(f"hostile subclass refuses {func}")
+
+
+class _LyingMethods(torch.Tensor):
+    def stride(self, *dim):  # type: ignore[no-untyped-def,override]
+        return (9, 9)
+
+    @property
+    def shape(self):  # type: ignore[no-untyped-def,override]
+        return (100,)
+
+
+class _RaisingProperty(torch.Tensor):
+    @property
+    def is_nested(self):  # type: ignore[no-untyped-def,override]
+        raise ValueError("hostile property")
+
+
+@pytest.mark.parametrize("cls", [_RaisingTorchFunction, _LyingMethods, _RaisingProperty], ids=lambda c: c.__name__)
+def test_subclasses_cannot_make_the_picture_lie(cls: type) -> None:
+    plain = torch.arange(6.0).reshape(2, 3).t()
+    t = plain.as_subclass(cls)
+    w = outcome(lambda: stride_diagram(t), LayoutError)
+    tm = w.model["tensors"][0]
+    assert (tm["shape"], tm["stride"]) == ([3, 2], [1, 3])
+    assert _values(w.model, 0) == [_fmt(v) for v in plain.flatten().tolist()]
+
+
+def _symbolic_fake(*sizes: int, requires_grad: bool = False) -> tuple[torch.Tensor, object]:
+    from torch._dynamo.source import ConstantSource
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] * len(sizes))
+    x = mode.from_tensor(torch.randn(*sizes), source=ConstantSource("x"), symbolic_context=ctx)
+    if requires_grad:
+        with mode:
+            x.requires_grad_()
+    return x, mode
+
+
+def test_symbolic_sizes_are_drawn_at_their_example_values_without_guarding_the_program() -> None:
+    x, mode = _symbolic_fake(4, 3)
+    assert isinstance(x.shape[0], torch.SymInt)
+    w = outcome(lambda: stride_diagram(x), LayoutError)
+    tm = w.model["tensors"][0]
+    assert (tm["shape"], tm["stride"]) == ([4, 3], [3, 1]) and all(v is None for v in _values(w.model, 0))
+    assert any("symbolic sizes" in n and "example values" in n for n in w.model["notes"])
+    assert mode.shape_env.guards == []  # the lens read the sizes without specialising the user's program
+
+
+def test_data_dependent_sizes_have_no_picture_and_say_why() -> None:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    with FakeTensorMode(shape_env=env):
+        t = torch.empty(env.create_unbacked_symint(), 3)
+    err = outcome(lambda: stride_diagram(t), LayoutError)
+    assert isinstance(err, LayoutError) and "u0" in str(err)
+
+
+def test_tensors_inside_torch_func_transforms() -> None:
+    seen: dict[str, object] = {}
+
+    def look(name: str, x: torch.Tensor) -> None:
+        seen[name] = outcome(lambda: stride_diagram(x), LayoutError)
+
+    torch.func.grad(lambda x: (look("grad", x), x.sum())[1])(torch.randn(3))
+    torch.vmap(lambda x: (look("vmap", x), x)[1])(torch.randn(2, 3))
+    torch.func.functionalize(lambda x: (look("functionalize", x), x)[1])(torch.randn(3))
+    assert isinstance(seen["grad"], LayoutError) and "outside the transform" in str(seen["grad"])
+    assert isinstance(seen["vmap"], LayoutError)
+    assert all(v is None for v in _values(seen["functionalize"].model, 0))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("limit", [0, -1, "5", 2.5, True, 10**9], ids=repr)
+def test_drawing_limits_are_checked(limit: object) -> None:
+    err = outcome(lambda: stride_diagram(torch.ones(3), max_elements=limit), LayoutError)  # type: ignore[arg-type]
+    assert isinstance(err, LayoutError)
+    err = outcome(lambda: stride_diagram(torch.ones(3), max_storage_cells=limit), LayoutError)  # type: ignore[arg-type]
+    assert isinstance(err, LayoutError)
+
+
+def test_many_dims_and_the_largest_limits_stay_small() -> None:
+    w = outcome(lambda: stride_diagram(torch.zeros(()).expand(*[2] * 40)), LayoutError)
+    assert w.model["tensors"][0]["shown"] <= 384 and w.model["tensors"][0]["numel"] == 2**40
+    w = outcome(lambda: stride_diagram(torch.zeros(()).expand(*[4] * 10), max_elements=4096,
+                                       max_storage_cells=8192), LayoutError)
+    assert w.model["tensors"][0]["shown"] <= 4096
+
+
+# -- grad_graph: more roots and arguments --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.eye(3).to_sparse().requires_grad_(),
+        lambda: torch.eye(3).to_sparse_csr().requires_grad_(),
+        lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], requires_grad=True),
+        lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=torch.jagged, requires_grad=True),
+    ],
+    ids=["sparse-coo", "sparse-csr", "nested", "jagged"],
+)
+def test_unusual_leaves_as_roots_are_their_accumulate_grad(make) -> None:  # type: ignore[no-untyped-def]
+    x = make()
+    g = outcome(lambda: grad_graph(x, names={"x": x}), GradGraphError)
+    assert [(n.name, n.kind, n.param) for n in g.nodes] == [("AccumulateGrad", "leaf", "x")]
+    assert g.fns[0].variable is x
+    json.dumps(g.to_dict())
+    g = outcome(lambda: grad_graph(x * 2), GradGraphError)
+    assert [n.name for n in g.nodes] == ["MulBackward0", "AccumulateGrad"]
+    json.dumps(g.to_dict())
+
+
+def test_a_jagged_tensor_s_ragged_size_is_its_symbol() -> None:
+    x = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=torch.jagged, requires_grad=True)
+    g = outcome(lambda: grad_graph((x * 2).values().sum()), GradGraphError)
+    leaf = next(n for n in g.nodes if n.kind == "leaf")
+    assert leaf.shape == (2, str(x.shape[1]))
+    assert json.loads(json.dumps(g.to_dict()))["nodes"][leaf.id]["shape"] == [2, str(x.shape[1])]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"params": {1: "w"}},
+        {"params": [(1, None)]},
+        {"names": {("a",): None}},
+        {"hooks": "no"},
+        {"hooks": None},
+        {"params": iter(lambda: ("w", torch.ones(1)), None)},  # endless
+    ],
+    ids=["int-key", "int-name-pair", "tuple-key", "hooks-str", "hooks-none", "endless"],
+)
+def test_grad_graph_wrong_argument_types(kwargs: dict) -> None:
+    y = (torch.ones(2, requires_grad=True) * 2).sum()
+    assert isinstance(outcome(lambda: grad_graph(y, **kwargs), GradGraphError), GradGraphError)
+
+
+def test_grad_graph_with_symbolic_sizes_does_not_guard_the_program() -> None:
+    x, mode = _symbolic_fake(4, 3, requires_grad=True)
+    with mode:  # type: ignore[attr-defined]
+        y = (x @ x.t()).relu().sum()
+    g = outcome(lambda: grad_graph(y, names={"x": x}), GradGraphError)
+    leaf = next(n for n in g.nodes if n.param == "x")
+    assert leaf.shape == tuple(str(n) for n in x.shape)
+    text = json.dumps(g.to_dict())
+    assert "MmBackward0" in text and mode.shape_env.guards == []  # type: ignore[attr-defined]
+    from torchlens_widgets.render.grad_graph import grad_graph_model, grad_graph_svg
+
+    assert str(x.shape[0]) in grad_graph_svg(grad_graph_model(g.to_dict()))
+
+
+# -- dispatch_trace: more unusual tensors -------------------------------------------------------------
+
+
+def _same(a: object, b: object) -> bool:
+    if type(a) is _RaisingProperty and type(b) is _RaisingProperty:
+        a, b = a.as_subclass(torch.Tensor), b.as_subclass(torch.Tensor)
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.is_nested:
+            return all(torch.equal(x, y) for x, y in zip(a.unbind(), b.unbind()))
+        if a.layout != torch.strided:
+            return torch.equal(a.to_dense(), b.to_dense())
+        return type(a) is type(b) and torch.equal(a, b)
+    return bool(a == b)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=torch.jagged).clone(),
+        lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)], layout=torch.jagged) * 2,
+        lambda: torch.eye(4).to_sparse_bsr((2, 2)).clone(),
+        lambda: torch.eye(3).to_sparse_csc().clone(),
+        lambda: torch.zeros(3, dtype=torch.uint8).view(torch.bits8).clone().view(torch.uint8),
+        lambda: torch.ones(2).as_subclass(_RaisingProperty) + 1,
+        lambda: torch.func.grad(lambda x: (x * 2).sum())(torch.ones(3)),
+        lambda: torch.vmap(lambda x: x * 2)(torch.ones(2, 3)),
+        lambda: torch.func.functionalize(lambda x: x.add_(1))(torch.ones(3)),
+    ],
+    ids=["jagged-clone", "jagged-mul", "bsr-clone", "csc-clone", "bits", "raising-property", "func-grad",
+         "vmap", "functionalize"],
+)
+def test_recording_unusual_programs_changes_nothing(run) -> None:  # type: ignore[no-untyped-def]
+    expected = run()
+    tr = None
+
+    def traced() -> object:
+        nonlocal tr
+        with dispatch_trace() as tr:
+            return run()
+
+    got = outcome(traced, DispatchTraceError)
+    assert _same(got, expected)
+    assert tr is not None and len(tr.ops) >= 1
+    json.dumps(tr.to_dict())
+
+
+def test_symbolic_sizes_in_a_trace_are_json_and_guard_nothing() -> None:
+    x, mode = _symbolic_fake(4, 3)
+    with dispatch_trace() as tr:
+        with mode:  # type: ignore[attr-defined]
+            (x * 2).sum(0)
+    d = json.loads(json.dumps(tr.to_dict()))
+    first = d["ops"][0]["inputs"][0]
+    assert first["shape"] == [4, 3] and "symbolic sizes" in first["note"]
+    assert mode.shape_env.guards == []  # type: ignore[attr-defined]
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    env = ShapeEnv()
+    fm = FakeTensorMode(shape_env=env)
+    with fm:
+        t = torch.empty(env.create_unbacked_symint(), 3)
+    with dispatch_trace() as tr:
+        with fm:
+            t * 2
+    m = tr.ops[0].inputs[0]
+    assert m.layout == "symbolic" and m.shape == () and "u0" in (m.note or "")
+    from torchlens_widgets.render.dispatch import dispatch_summary
+
+    assert "symbolic" in dispatch_summary(tr)  # never drawn as a 0-dim tensor
+
+
+def test_the_lens_s_own_failure_is_its_error_and_never_hides_the_user_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchlens_widgets.lenses import dispatch as lens
+
+    def broken(self: object, names: object) -> None:
+        raise KeyError("internal")
+
+    monkeypatch.setattr(lens.DispatchTrace, "_finish", broken)
+
+    def traced() -> None:
+        with dispatch_trace():
+            torch.ones(2).clone()
+
+    err = outcome(traced, DispatchTraceError)
+    assert isinstance(err, DispatchTraceError) and "KeyError" in str(err)
+    with pytest.raises(ZeroDivisionError):  # the block's own exception wins over the lens's
+        with dispatch_trace():
+            torch.ones(2).clone()
+            raise ZeroDivisionError("the block's own")

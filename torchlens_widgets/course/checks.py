@@ -436,7 +436,9 @@ def _side_by_side(expected: torch.Tensor, got: torch.Tensor) -> str:
     return '<div style="display:flex;flex-wrap:nowrap;gap:24px;align-items:flex-start">' + "".join(parts) + "</div>"
 
 
-def _display(html_text: str, plain: str) -> None:
+def _display(html_text: str, plain: str, result: dict[str, Any] | None = None) -> None:
+    """Show `html_text` (`plain` for text front ends); `result` rides along as display metadata
+    {"torchlens_check": result} for tools that read outputs (validate), never shown."""
     try:
         from IPython import get_ipython
         from IPython.display import display
@@ -444,7 +446,8 @@ def _display(html_text: str, plain: str) -> None:
         return
     if get_ipython() is None:
         return
-    display({"text/html": html_text, "text/plain": plain}, raw=True)
+    metadata = None if result is None else {"torchlens_check": result}
+    display({"text/html": html_text, "text/plain": plain}, raw=True, metadata=metadata)
 
 
 def _caller_file(depth: int = 2) -> str:
@@ -530,6 +533,7 @@ class check:
             _display(
                 f'<div style="color:{ok}">✓ <b>{html.escape(c.grade_id)}</b> {html.escape(said)}</div>',
                 f"✓ {c.grade_id} {said}",
+                {"grade_id": c.grade_id, "passed": True, "points": c.points, "earned": c.points, "scope": scope},
             )
             return False
         if isinstance(exc, KeyboardInterrupt) or not isinstance(exc, Exception):
@@ -557,7 +561,7 @@ class check:
                 f"the check could not use your answer ({type(exc).__name__}: {exc}). Check that it has the type "
                 "and shape the exercise asks for."
             )
-        self._report_failure(message)
+        self._report_failure(message, not_done)
         if not not_done:  # hints move on with real attempts only
             _FAILURES[c.grade_id] += 1
         if isinstance(exc, CheckFailed):
@@ -565,7 +569,7 @@ class check:
             return False
         raise self._failure(message) from None
 
-    def _report_failure(self, message: str) -> None:
+    def _report_failure(self, message: str, not_done: bool = False) -> None:
         c = self.c
         detail = "".join(c.feedback_html)
         bad = "var(--jp-error-color0, #b42318)"
@@ -573,6 +577,8 @@ class check:
             f'<div style="color:{bad}">✗ <b>{html.escape(c.grade_id)}</b> failed (0/{self._points()})</div>'
             f'<pre style="white-space:pre-wrap">{html.escape(message)}</pre>{detail}',
             f"✗ {c.grade_id} failed (0/{self._points()})\n{message}",
+            {"grade_id": c.grade_id, "passed": False, "points": c.points, "earned": 0, "message": message,
+             "not_done": not_done},
         )
 
 

@@ -26,7 +26,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "release",
         help="write the student version of source notebooks",
         description="Write the student version of SRC (a notebook or a directory of them) into DST. "
-        "Existing destination notebooks are skipped unless --force, since they may hold a learner's work.",
+        "Existing destination notebooks are skipped unless --force, since they may hold a learner's work. "
+        "A pristine copy of each released notebook is always (re)written beside it under .torchlens/release/: "
+        "resetting an exercise (the course server's /torchlens/api/reset) reads its stub from there.",
     )
     rel.add_argument("src", metavar="SRC", type=Path, help="source notebook (.ipynb) or directory of notebooks")
     rel.add_argument("dst", metavar="DST", type=Path, help="destination directory (or .ipynb path when SRC is a file)")

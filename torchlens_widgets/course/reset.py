@@ -4,6 +4,7 @@ it was in a backup whose path the result names. Nothing else in the notebook cha
 from __future__ import annotations
 
 import copy
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from .release import _atomic_write, pristine_path
 __all__ = ["ResetError", "reset_exercise"]
 
 BACKUP_DIR = Path(".torchlens") / "backups"
+_GRADE_ID = re.compile(r"[A-Za-z0-9_-]+")  # nbgrader's rule; the id also names the backup file
 
 
 class ResetError(ValueError):
@@ -26,31 +28,59 @@ def _answer_cells(nb: Any, answer_id: str) -> list[int]:
             if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == answer_id]
 
 
+def _backup_path(notebook: Path, grade_id: str) -> Path:
+    """A new file under .torchlens/backups/ beside `notebook`: two resets in one second keep both."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = notebook.parent / BACKUP_DIR
+    backup, n = folder / f"{notebook.stem}.{stamp}.{grade_id}.ipynb", 1
+    while backup.exists():
+        n += 1
+        backup = folder / f"{notebook.stem}.{stamp}-{n}.{grade_id}.ipynb"
+    return backup
+
+
 def reset_exercise(notebook: Path, grade_id: object) -> dict[str, Any]:
     """Restore `grade_id`'s answer cell (grade_id + "-answer", the course convention) from the release."""
     if not isinstance(grade_id, str) or not grade_id:
         raise ResetError("give 'grade_id': the exercise's id as its check names it, e.g. '02-storage-position'")
+    if not _GRADE_ID.fullmatch(grade_id):
+        raise ResetError(f"grade_id {grade_id[:80]!r}: ids have letters, digits, '_' and '-' only (the outline "
+                         "lists them)")
     pristine = pristine_path(notebook)
     if not pristine.is_file():
         raise ResetError(f"no released copy of {notebook.name} is kept at {pristine}; release the course again "
                          "(torchlens-course release SRC DIR keeps one and never overwrites your notebooks)")
     answer_id = f"{grade_id}-answer"
-    fresh = nbformat.read(pristine, as_version=4)
+    try:
+        fresh = nbformat.read(pristine, as_version=4)
+    except Exception as exc:  # unreadable, not JSON, not a notebook
+        raise ResetError(f"the released copy {pristine} cannot be read ({exc}); release the course again") from exc
     stub = _answer_cells(fresh, answer_id)
     if not stub:
         raise ResetError(f"{grade_id!r} has no answer cell ({answer_id!r}) in {notebook.name}; check the exercise id "
                          "(the outline lists them)")
-    original = notebook.read_text(encoding="utf-8")
-    learner = nbformat.reads(original, as_version=4)
+    try:
+        original = notebook.read_text(encoding="utf-8")
+        learner = nbformat.reads(original, as_version=4)
+    except Exception as exc:  # unreadable, not JSON, not a notebook: nothing safe to change
+        raise ResetError(f"{notebook.name} cannot be read as a notebook ({exc}); restore it from a backup in "
+                         f"{notebook.parent / BACKUP_DIR} or copy {pristine}") from exc
     where = _answer_cells(learner, answer_id)
     if not where:
         raise ResetError(f"{notebook.name} no longer has the answer cell {answer_id!r} (deleted?); copy it from "
                          f"{pristine} or restore the notebook from a backup")
-    backup = notebook.parent / BACKUP_DIR / f"{notebook.stem}.{time.strftime('%Y%m%d-%H%M%S')}.{grade_id}.ipynb"
+    backup = _backup_path(notebook, grade_id)
     _atomic_write(backup, original)
     cell = copy.deepcopy(fresh.cells[stub[0]])
-    cell["outputs"], cell["execution_count"] = [], None
+    if cell.get("cell_type") == "code":
+        cell["outputs"], cell["execution_count"] = [], None
     for i in where:
-        learner.cells[i] = copy.deepcopy(cell)
+        restored = copy.deepcopy(cell)
+        if "id" in learner.cells[i]:  # cell ids stay the learner's: unique within their notebook
+            restored["id"] = learner.cells[i]["id"]
+        else:
+            restored.pop("id", None)
+        learner.cells[i] = restored
+    nbformat.validate(learner)
     _atomic_write(notebook, nbformat.writes(learner))
     return {"notebook": str(notebook), "grade_id": grade_id, "cells": len(where), "backup": str(backup)}

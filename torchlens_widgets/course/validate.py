@@ -42,6 +42,18 @@ def _test_cells(nb: Any) -> list[tuple[int, str, float]]:
     return out
 
 
+def _reported(cell: Any, grade_id: str) -> dict[str, Any] | None:
+    """The last result the check attached to its display (metadata "torchlens_check"), if any.
+
+    The check displays its result after the learner's code ran, so the last one is the check's own."""
+    found = None
+    for o in cell.get("outputs", []):
+        meta = o.get("metadata", {}).get("torchlens_check") if o.get("output_type") == "display_data" else None
+        if isinstance(meta, dict) and meta.get("grade_id") == grade_id:
+            found = meta
+    return found
+
+
 def _error(cell: Any) -> tuple[str, str] | None:
     for o in cell.get("outputs", []):
         if o.get("output_type") == "error":
@@ -50,8 +62,10 @@ def _error(cell: Any) -> tuple[str, str] | None:
 
 
 def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout: float = 60.0,
-                      kernel_name: str = "python3") -> dict[str, Any]:
-    """Run `path` (not saved back) and report its visible checks; `timeout` bounds the whole run."""
+                      kernel_name: str = "python3", pid_file: Path | None = None) -> dict[str, Any]:
+    """Run `path` (not saved back) and report its visible checks; `timeout` bounds the whole run, kernel
+    start included, `cell_timeout` each cell. The kernel's pid goes to `pid_file` (if given) as soon as it
+    runs, so a caller that has to kill this process can kill the kernel too (it runs in its own session)."""
     from nbclient import NotebookClient
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
@@ -64,8 +78,12 @@ def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout:
     t0 = time.monotonic()
     with progress_redirected() as store_path:
         client = NotebookClient(nb, timeout=cell_timeout, kernel_name=kernel_name, allow_errors=True,
+                                startup_timeout=max(1, int(timeout)), shutdown_kernel="immediate",
                                 resources={"metadata": {"path": str(path.parent.resolve())}})
         with client.setup_kernel():
+            pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+            if pid_file is not None and isinstance(pid, int):
+                pid_file.write_text(str(pid))
             for i, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
@@ -88,7 +106,14 @@ def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout:
     for i, gid, pts in tests:
         entry = passed.get(gid)
         err = _error(nb.cells[i])
-        if entry is not None:
+        said = _reported(nb.cells[i], gid)
+        if said is not None and i in ran and err is None and said.get("passed") is True:
+            status, message = "passed", ("visible tests passed" if hidden or said.get("scope") == "visible"
+                                         else "passed")
+        elif said is not None and i in ran and said.get("passed") is False:
+            message = str(said.get("message", ""))
+            status = "not attempted" if said.get("not_done") else "failed"
+        elif entry is not None and err is None and i in ran:
             status, message = "passed", ("visible tests passed" if hidden or entry.get("scope") == "visible"
                                          else "passed")
         elif i not in ran:
@@ -113,15 +138,18 @@ def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m torchlens_widgets.course.validate NB [--timeout S]`: the report as JSON on stdout."""
+    """`python -m torchlens_widgets.course.validate NB [--timeout S] [--cell-timeout S]`: the report as JSON
+    on stdout."""
     import argparse
 
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("notebook", type=Path)
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--cell-timeout", type=float, default=60.0)
+    p.add_argument("--pid-file", type=Path, help="write the kernel's pid here once it runs")
     args = p.parse_args(argv)
-    report = validate_notebook(args.notebook, timeout=args.timeout, cell_timeout=args.cell_timeout)
+    report = validate_notebook(args.notebook, timeout=args.timeout, cell_timeout=args.cell_timeout,
+                               pid_file=args.pid_file)
     json.dump(report, sys.stdout)
     return 0
 

@@ -74,7 +74,7 @@ class SavedTensorInfo:
     """
 
     name: str
-    shape: tuple[int, ...] | None
+    shape: tuple[int | str, ...] | None  # a symbolic size is its symbol, e.g. "s0"
     dtype: str | None
     nbytes: int
     freed: bool
@@ -105,7 +105,7 @@ class GradNode:
     name: str
     kind: Kind
     param: str | None
-    shape: tuple[int, ...] | None
+    shape: tuple[int | str, ...] | None  # a symbolic size is its symbol, e.g. "s0"
     saved: tuple[SavedTensorInfo, ...]
     hooks_pre: int
     hooks_post: int
@@ -262,7 +262,7 @@ class GradGraph:
         return self.summary()
 
 
-def _fmt_shape(shape: tuple[int, ...] | None) -> str:
+def _fmt_shape(shape: tuple[int | str, ...] | None) -> str:
     return "[?]" if shape is None else "[" + ", ".join(str(d) for d in shape) + "]"
 
 
@@ -286,11 +286,32 @@ class GradGraphError(TypeError, ValueError):
     """grad_graph was given something it cannot walk; the message says what to pass instead."""
 
 
-def _shape(t: torch.Tensor) -> tuple[int, ...] | None:
-    """The shape, or None for tensors without one (nested tensors' components differ)."""
+def _dim(n: Any) -> int | str:
+    """A size as an int, or its symbol ("s0", "j1" for a nested tensor's ragged dim) when it is symbolic.
+
+    Never `int(n)` on a SymInt: that would add a guard to the user's ShapeEnv (specialise their program).
+    """
+    if isinstance(n, int):
+        return int(n)
+    node = getattr(n, "node", None)
+    known = node.maybe_as_int() if node is not None and hasattr(node, "maybe_as_int") else None
+    return int(known) if known is not None else str(n)
+
+
+def _count(n: Any) -> int:
+    """A byte or element count as an int: a symbolic one at its example value (hint), 0 when it has none."""
+    d = _dim(n)
+    if isinstance(d, int):
+        return d
+    hint = getattr(getattr(n, "node", None), "hint", None)
+    return int(hint) if isinstance(hint, int) else 0
+
+
+def _shape(t: torch.Tensor) -> tuple[int | str, ...] | None:
+    """The shape (symbolic sizes as their symbol), or None for tensors without one (strided nested tensors)."""
     try:
-        return tuple(int(n) for n in t.shape)
-    except (RuntimeError, TypeError):
+        return tuple(_dim(n) for n in t.shape)
+    except (RuntimeError, TypeError, AttributeError, NotImplementedError):
         return None
 
 
@@ -301,8 +322,8 @@ def _nbytes(t: torch.Tensor) -> int:
             return _nbytes(t._indices()) + _nbytes(t._values())
         if t.is_nested:
             return sum(_nbytes(c) for c in t.unbind())
-        return t.numel() * t.element_size()
-    except (RuntimeError, NotImplementedError, TypeError):
+        return _count(t.numel()) * t.element_size()
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
         return 0
 
 
@@ -317,10 +338,31 @@ def _root_node(t: object, k: int) -> Node:
     if t.grad_fn is not None:
         return t.grad_fn
     if t.requires_grad:  # a leaf: its graph is its AccumulateGrad node alone
-        return torch.autograd.graph.get_gradient_edge(t).node
+        return _accumulate_grad(t, k)
     raise GradGraphError(
         f"root {k} has no grad_fn: the tensor does not require grad or was made under torch.no_grad(). "
         "Call .requires_grad_() on a leaf (e.g. the input or the weights) or compute it with grad enabled."
+    )
+
+
+def _accumulate_grad(t: torch.Tensor, k: int) -> Node:
+    """A leaf's AccumulateGrad node. torch finds it through `t.view_as(t)`, which sparse and nested tensors
+    lack; `unbind()[0]` (a view) or, last, `clone()` reach the same node from their grad_fn."""
+    probes: list[Callable[[torch.Tensor], torch.Tensor]] = [
+        lambda x: x.view_as(x), lambda x: x.unbind()[0], lambda x: x.clone()
+    ]
+    for probe in probes:
+        try:
+            with torch.enable_grad():
+                fn = probe(t).grad_fn
+            node = fn.next_functions[0][0] if fn is not None and fn.next_functions else None
+        except (RuntimeError, NotImplementedError, TypeError, IndexError, ValueError):
+            continue
+        if node is not None and getattr(node, "variable", None) is t:
+            return node
+    raise GradGraphError(
+        f"root {k} is a leaf whose AccumulateGrad node torch does not expose ({t.layout}, {type(t).__name__}); "
+        "pass a tensor computed from it instead, e.g. grad_graph((x * 1).sum())."
     )
 
 
@@ -334,7 +376,7 @@ def _name_map(
     names: Mapping[str, torch.Tensor] | None,
 ) -> tuple[dict[int, str], dict[int, str], list[Any]]:
     """id(leaf tensor) → name and id(grad_fn) → name (for named non-leaf tensors); plus objects to keep alive."""
-    pairs: list[tuple[str, torch.Tensor]] = []
+    pairs: list[tuple[Any, Any]] = []
     if isinstance(params, nn.Module):
         pairs.extend(params.named_parameters())
     elif isinstance(params, Mapping):
@@ -347,6 +389,9 @@ def _name_map(
             if not (isinstance(item, tuple) and len(item) == 2):
                 raise GradGraphError(f"{how}; got an entry {_short(item)}")
             pairs.append(item)
+            if len(pairs) > _MAX_NAMES:
+                raise GradGraphError(f"params gave more than {_MAX_NAMES:,} entries (an endless iterator?); "
+                                     "pass a module or a finite mapping, e.g. params=dict(model.named_parameters())")
     if names is not None:
         if not isinstance(names, Mapping):
             raise GradGraphError(f"names must map a name to a tensor, e.g. names={{'x': x}}; got {type(names).__name__}")
@@ -355,6 +400,9 @@ def _name_map(
     made: dict[int, str] = {}
     alive: list[Any] = []
     for name, t in pairs:
+        if not isinstance(name, str):
+            raise GradGraphError(f"names must be strings; got {_short(name)} for a {type(t).__name__}. "
+                                 "Pass e.g. names={'w': w} or params=model")
         if not isinstance(t, torch.Tensor):
             raise GradGraphError(f"{name!r} names a {type(t).__name__}; params and names must map names to tensors, "
                                  "e.g. params=model or names={'w': w}")
@@ -367,6 +415,7 @@ def _name_map(
     return leaves, made, alive
 
 
+_MAX_NAMES = 1_000_000
 _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 
 
@@ -418,7 +467,7 @@ def _storage(t: torch.Tensor) -> tuple[tuple[Any, ...], int]:
     """
     try:
         st = t.untyped_storage()
-        return ("storage", str(t.device), st._cdata), st.nbytes()
+        return ("storage", str(t.device), st._cdata), _count(st.nbytes())
     except (NotImplementedError, RuntimeError, TypeError):
         return ("tensor", id(t), t.dtype, str(t.device)), _nbytes(t)
 
@@ -467,10 +516,10 @@ def _one_saved(
             return _saved_tensor(name, packed, None, leaf_storages, packed=True)
         held = _tensors_in(packed)  # anything else: the bytes of the tensors inside, counted per slot
         one = held[0] if len(held) == 1 else None
-        nbytes = sum(t.numel() * t.element_size() for t in held)
+        nbytes = sum(_nbytes(t) for t in held)
         return SavedTensorInfo(
             name=name,
-            shape=None if one is None else tuple(one.shape),
+            shape=None if one is None else _shape(one),
             dtype=None if one is None else str(one.dtype),
             nbytes=nbytes,
             freed=False,
@@ -510,13 +559,16 @@ def _saved_tensor(
 
 def _freed(fn: Node, name: str, kind: Kind) -> SavedTensorInfo:
     """A released saved tensor: only a saved output (`result`) still has its shape, in the node's input metadata."""
-    shape: tuple[int, ...] | None = None
+    shape: tuple[int | str, ...] | None = None
     dtype: str | None = None
     if name == "result":
         meta = fn._input_metadata  # type: ignore[attr-defined]
         if len(meta) == 1:
             shape, dtype = _shape(meta[0]), str(meta[0].dtype)
-    nbytes = 0 if shape is None or dtype is None else math.prod(shape) * getattr(torch, dtype[6:]).itemsize
+    dims = [d for d in shape or () if isinstance(d, int)]
+    nbytes = 0
+    if shape is not None and dtype is not None and len(dims) == len(shape):  # symbolic: unknown, 0
+        nbytes = math.prod(dims) * getattr(torch, dtype[6:]).itemsize
     base = name.split("[", 1)[0]
     alias: Alias | None = None
     if base.startswith("result"):
@@ -585,6 +637,8 @@ def grad_graph(
     """
     if not roots:
         raise GradGraphError("grad_graph needs at least one root, e.g. grad_graph(loss)")
+    if not isinstance(hooks, bool):
+        raise GradGraphError(f"hooks must be True or False; got {_short(hooks)}. Use e.g. grad_graph(loss, hooks=False)")
     was_enabled = gc.isenabled()
     gc.disable()  # the walk allocates many small objects and frees none: collections would only cost time
     try:
@@ -686,7 +740,7 @@ class BackwardRecording:
     graph: GradGraph
     order: list[int]
     seconds: list[float]
-    grads: dict[int, list[list[int] | None]]
+    grads: dict[int, list[list[int | str] | None]]
     freed_at: dict[int, int]
     leaves: dict[int, list[int]]
 
@@ -742,8 +796,8 @@ def _freed_probe(fn: Node, kind: Kind, info: tuple[SavedTensorInfo, ...]) -> Cal
     return cpp
 
 
-def _shapes(grads: Iterable[torch.Tensor | None]) -> list[list[int] | None]:
-    return [None if g is None else list(g.shape) for g in grads]
+def _shapes(grads: Iterable[torch.Tensor | None]) -> list[list[int | str] | None]:
+    return [None if g is None else list(_shape(g) or ()) for g in grads]
 
 
 def record_backward(
@@ -773,7 +827,7 @@ def record_backward(
         raise ValueError("root.grad_fn is not in this graph; build it with grad_graph(root) (before backward)")
     order: list[int] = []
     seconds: list[float] = []
-    grads: dict[int, list[list[int] | None]] = {}
+    grads: dict[int, list[list[int | str] | None]] = {}
     freed_at: dict[int, int] = {}
     leaves: dict[int, list[int]] = {}
     probes: dict[int, Callable[[], bool]] = {}

@@ -75,8 +75,11 @@ class TensorMeta:
     alias: Alias | None = None
     #: outputs: index (into the op's inputs) of the input whose storage it shares, else None.
     alias_of: int | None = None
-    #: "strided", or "sparse_coo", "sparse_csr", "nested", ...: then stride is () and, for nested, shape too.
+    #: "strided", or "sparse_coo", "sparse_csr", "nested", ...: then stride is () and, for nested, shape too;
+    #: "symbolic" for a size with no example value (unbacked SymInt): shape and stride left out, see `note`.
     layout: str = "strided"
+    #: what could not be described as asked (e.g. symbolic sizes shown at their example values), else None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
@@ -132,22 +135,35 @@ class PyCall:
 
 
 def _raw_tensor(t: Any, with_keys: bool) -> tuple[Any, ...]:
-    # Recording must never change what runs: unusual tensors (sparse, nested, storage-less subclasses)
-    # answer some of these questions with an error, which is recorded as "unknown", never raised.
+    # Recording must never change what runs: unusual tensors (sparse, nested, storage-less subclasses,
+    # subclasses whose properties raise) answer some of these questions with an error, which is recorded
+    # as "unknown", never raised.
     try:
         sid = t.untyped_storage()._cdata
     except Exception:
         sid = None
     try:
-        shape = tuple(t.shape)
-    except Exception:  # nested tensors have no single shape
+        nested = bool(t.is_nested)
+        kind = "nested" if nested else str(t.layout).replace("torch.", "")
+    except Exception:
+        nested, kind = False, "unknown"
+    try:
+        shape = None if nested else tuple(t.shape)  # a nested tensor has no single shape
+    except Exception:
         shape = None
     try:
-        stride = t.stride() if t.layout == torch.strided and not t.is_nested else ()
+        stride = t.stride() if kind == "strided" else ()
     except Exception:
         stride = ()
-    kind = "nested" if t.is_nested else str(t.layout).replace("torch.", "")
-    return (shape, stride, t.dtype, t.device, sid, _dispatch_keys(t).raw_repr() if with_keys else 0, kind)
+    try:
+        dtype, device = t.dtype, t.device
+    except Exception:
+        dtype, device = None, None
+    try:
+        keys = _dispatch_keys(t).raw_repr() if with_keys else 0
+    except Exception:
+        keys = 0
+    return (shape, stride, dtype, device, sid, keys, kind)
 
 
 def _raw_tensors(args: Any, kwargs: Any, with_keys: bool) -> list[tuple[Any, ...]]:
@@ -251,7 +267,9 @@ def _path(tensor_raw: int, tls: tuple[int, int]) -> tuple[str, ...]:
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
 
 
-def _dtype_name(dtype: torch.dtype) -> str:
+def _dtype_name(dtype: torch.dtype | None) -> str:
+    if dtype is None:
+        return "unknown"
     name = _DTYPE_NAMES.get(dtype)
     if name is None:
         name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
@@ -261,22 +279,53 @@ def _dtype_name(dtype: torch.dtype) -> str:
 _METAS: dict[tuple[Any, ...], TensorMeta] = {}
 
 
+def _ints(dims: Any) -> tuple[tuple[int, ...], list[str]] | None:
+    """Sizes or strides as ints, without adding guards to a ShapeEnv: a symbolic one (a FakeTensor under
+    dynamic shapes) at its example value, listed as "s0=4"; None when one has no example value."""
+    out: list[int] = []
+    symbolic: list[str] = []
+    for n in dims:
+        if type(n) is int:
+            out.append(n)
+            continue
+        node = getattr(n, "node", None)
+        known = node.maybe_as_int() if node is not None and hasattr(node, "maybe_as_int") else None
+        hint = known if known is not None else getattr(node, "hint", None)
+        if not isinstance(hint, int):
+            return None
+        out.append(int(hint))
+        if known is None:
+            symbolic.append(f"{n}={hint}")
+    return tuple(out), symbolic
+
+
 def _meta(raw: tuple[Any, ...], keys: bool, alias: Alias | None = None, alias_of: int | None = None) -> TensorMeta:
     """TensorMeta of a raw record; equal records share one (frozen) instance, which keeps finishing cheap."""
     shape, stride, dtype, device, _sid, key_raw, kind = raw
-    cache_key = (shape, stride, dtype, device, key_raw if keys else None, alias, alias_of, kind)
+    note = None
+    if shape is not None and any(type(n) is not int for n in (*shape, *stride)):
+        sizes, strides = _ints(shape), _ints(stride)
+        if sizes is None or strides is None:
+            note = f"symbolic shape {list(map(str, shape))} without example sizes: shape left out"
+            shape, stride, kind = None, (), "symbolic"  # drawn as "symbolic float32", never as a 0-dim tensor
+        else:
+            (shape, sym), (stride, _) = sizes, strides
+            note = f"symbolic sizes {', '.join(sym)}: shown at these example values" if sym else None
+    cache_key = (shape, stride, dtype, device, key_raw if keys else None, alias, alias_of, kind, note)
     meta = _METAS.get(cache_key)
     if meta is None:
+        known = shape is not None and kind == "strided" and dtype is not None
         meta = TensorMeta(
             tuple(shape or ()),
             tuple(stride),
             _dtype_name(dtype),
-            str(device),
-            math.prod(shape) * dtype.itemsize if shape is not None and kind == "strided" else 0,
+            str(device) if device is not None else "unknown",
+            math.prod(shape) * dtype.itemsize if known else 0,
             _key_names(key_raw) if keys else (),
             alias,
             alias_of,
             kind,
+            note,
         )
         if len(_METAS) < 100_000:
             _METAS[cache_key] = meta
@@ -362,6 +411,8 @@ class DispatchTrace:
         def meta(m: TensorMeta) -> dict[str, Any]:
             d = asdict(m)
             d["shape"], d["stride"], d["keys"] = list(m.shape), list(m.stride), list(m.keys)
+            if d["note"] is None:  # present only where something could not be described
+                del d["note"]
             return d
 
         return {
@@ -546,7 +597,20 @@ class dispatch_trace:
                 self._call_mode.__exit__(None, None, None)
             finally:
                 self._op_mode.__exit__(None, None, None)
-                names: dict[int, str] = {}
-                if self._model is not None:
-                    names = {id(m): n for n, m in self._model.named_modules()}
-                self.trace._finish(names)
+                self._finish(user_error=exc[0] is not None)
+
+    def _finish(self, user_error: bool) -> None:
+        """Turn the raw records into data; a failure there is the lens's own fault, never the user's code's."""
+        try:
+            names: dict[int, str] = {}
+            if self._model is not None:
+                names = {id(m): n for n, m in self._model.named_modules()}
+            self.trace._finish(names)
+        except Exception as e:
+            self.trace.ops, self.trace.calls, self.trace.finished = [], [], True
+            if user_error:  # the block's own exception is what the user must see; it propagates unchanged
+                return
+            raise DispatchTraceError(
+                f"the block ran, but its trace could not be described ({type(e).__name__}: {e}); "
+                "record a smaller block, or report this with the code that caused it."
+            ) from e

@@ -24,6 +24,16 @@ __all__ = [
     "storage_index",
 ]
 
+#: torch's own accessors: a subclass that overrides `stride()`, `shape` or `layout` (or whose
+#: __torch_function__ answers for them) cannot make the picture lie about what is in memory.
+_TB = torch._C.TensorBase
+
+
+def _attr(t: torch.Tensor, name: str) -> Any:
+    """torch's own value of a tensor property (`shape`, `layout`, ...), whatever a subclass defines."""
+    return getattr(_TB, name).__get__(t)
+
+
 #: Above this many logical elements, enumerating indices is refused; the diagram summarises instead.
 MAX_ENUMERATED_ELEMENTS = 5_000_000
 
@@ -138,17 +148,24 @@ def _require_strided_tensor(t: object) -> torch.Tensor:
         raise LayoutError(
             f"expected a torch.Tensor, got {type(t).__name__}. Wrap data with torch.tensor(...) first."
         )
-    if getattr(t, "is_nested", False):
+    try:
+        nested, kind, quantized = bool(_attr(t, "is_nested")), _attr(t, "layout"), bool(_attr(t, "is_quantized"))
+    except Exception as e:  # a subclass whose properties raise
+        raise LayoutError(
+            f"this {type(t).__name__} does not say what layout it has ({type(e).__name__}: {e}); "
+            "draw a plain tensor instead, e.g. t.detach().clone().as_subclass(torch.Tensor)."
+        ) from e
+    if nested:
         raise LayoutError(
             "nested tensors hold several differently-shaped tensors and have no single strided "
             "layout; look at one component, e.g. t.unbind()[0]."
         )
-    if t.layout != torch.strided:
+    if kind != torch.strided:
         raise LayoutError(
-            f"{t.layout} tensors keep indices and values in separate arrays, not one strided "
+            f"{kind} tensors keep indices and values in separate arrays, not one strided "
             "storage; call .to_dense() to see a strided layout."
         )
-    if t.is_quantized:
+    if quantized:
         raise LayoutError(
             "quantized tensors carry scale and zero point beside their storage; use "
             "t.int_repr() to see the stored integers' layout or t.dequantize() for values."
@@ -156,41 +173,129 @@ def _require_strided_tensor(t: object) -> torch.Tensor:
     return t
 
 
+class _Dims:
+    """Turns sizes, strides and offsets into ints without adding guards to a ShapeEnv.
+
+    A FakeTensor made under a ShapeEnv has symbolic sizes (`s0`): `int(s0)` would specialise the
+    user's program to this size. Backed symbols are read at their example value (the hint) and listed.
+    """
+
+    def __init__(self) -> None:
+        self.symbolic: list[str] = []
+
+    def __call__(self, n: Any, record: bool = True) -> int:
+        if isinstance(n, int):
+            return int(n)
+        node = getattr(n, "node", None)
+        if node is None:
+            return int(n)
+        known = node.maybe_as_int() if hasattr(node, "maybe_as_int") else None
+        if known is not None:
+            return int(known)
+        hint = getattr(node, "hint", None)
+        if hint is None:
+            raise LayoutError(
+                f"the symbolic size {n} has no example value (a data-dependent size, e.g. from .item() or "
+                "nonzero()); draw a real tensor, or a FakeTensor made with from_tensor(real_tensor)."
+            )
+        if record and f"{n}={int(hint)}" not in self.symbolic:
+            self.symbolic.append(f"{n}={int(hint)}")
+        return int(hint)
+
+
+def _is_contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """Row-major contiguity as torch defines it (size-1 dims' strides ignored), from plain ints."""
+    if math.prod(shape) == 0:
+        return True
+    expected = 1
+    for n, s in zip(reversed(shape), reversed(stride)):
+        if n != 1 and s != expected:
+            return False
+        expected *= n
+    return True
+
+
 def layout(t: torch.Tensor) -> Layout:
     """Read the strided layout of `t`: shape, stride, storage offset, dtype and storage identity."""
-    t = _require_strided_tensor(t)
-    try:
-        storage = t.untyped_storage()
-        storage_id = int(storage._cdata)
-        nbytes = int(storage.nbytes())
-        stride = tuple(int(s) for s in t.stride())
-        offset = int(t.storage_offset())
-        no_values = _no_values(t, storage, nbytes)
-    except (RuntimeError, NotImplementedError) as e:  # functorch wrappers, some subclasses
-        raise LayoutError(
-            f"this {type(t).__name__} does not expose a plain storage ({e}). "
-            "Use a regular tensor, e.g. t.detach().clone()."
-        ) from e
-    try:
-        version: int | None = int(t._version)
-    except RuntimeError:  # inference tensors do not track versions
-        version = None
-    return Layout(
-        shape=tuple(int(n) for n in t.shape),
-        stride=stride,
-        offset=offset,
-        itemsize=int(t.element_size()),
-        dtype=str(t.dtype),
-        device=str(t.device),
-        storage_id=storage_id,
-        storage_nbytes=nbytes,
-        is_contiguous=bool(t.is_contiguous()),
-        is_view=bool(t._is_view()),
-        version=version,
-        requires_grad=bool(t.requires_grad),
-        has_values=no_values is None,
-        no_values=no_values,
-    )
+    with torch._C.DisableTorchFunctionSubclass():  # a subclass's __torch_function__ must not answer for it
+        t = _require_strided_tensor(t)
+        dims = _Dims()
+        try:
+            storage = _TB.untyped_storage(t)
+            storage_id = int(storage._cdata)
+            shape = tuple(dims(n) for n in _attr(t, "shape"))
+            stride = tuple(dims(s) for s in _TB.stride(t))
+            offset = dims(_TB.storage_offset(t))
+            nbytes = dims(storage.nbytes(), record=False)
+            no_values = _no_values(t, storage, nbytes)
+            is_view = bool(_TB._is_view(t))
+            itemsize = int(_TB.element_size(t))
+            dtype, device = _attr(t, "dtype"), _attr(t, "device")
+        except (RuntimeError, NotImplementedError) as e:  # functorch wrappers, some subclasses
+            if torch._C._functorch.is_functorch_wrapped_tensor(t):
+                raise LayoutError(
+                    "inside torch.func transforms (grad, vmap, jacrev, ...) a tensor is a wrapper with no storage "
+                    "of its own; call this on the tensor you passed in, outside the transform."
+                ) from e
+            raise LayoutError(
+                f"this {type(t).__name__} does not expose a plain storage ({e}). "
+                "Use a regular tensor, e.g. t.detach().clone()."
+            ) from e
+        if no_values is None:
+            no_values = _past_the_end(shape, stride, offset, nbytes // max(itemsize, 1))
+        if dims.symbolic:
+            sym = f"symbolic sizes {', '.join(dims.symbolic)} drawn at these example values"
+            no_values = f"{no_values}; {sym}" if no_values else sym
+        try:
+            version: int | None = int(_attr(t, "_version"))
+        except RuntimeError:  # inference tensors do not track versions
+            version = None
+        return Layout(
+            shape=shape,
+            stride=stride,
+            offset=offset,
+            itemsize=itemsize,
+            dtype=str(dtype),
+            device=str(device),
+            storage_id=storage_id,
+            storage_nbytes=nbytes,
+            is_contiguous=_is_contiguous(shape, stride),
+            is_view=is_view,
+            version=version,
+            requires_grad=bool(_attr(t, "requires_grad")),
+            has_values=no_values is None,
+            no_values=no_values,
+        )
+
+
+_READABLE: dict[torch.dtype, bool] = {}
+
+
+def _past_the_end(shape: tuple[int, ...], stride: tuple[int, ...], offset: int, size: int) -> str | None:
+    """Why values are missing when the tensor reads beyond its storage (memory freed by resize_(0), e.g. FSDP)."""
+    if math.prod(shape) == 0:
+        return None
+    last = offset + sum((n - 1) * s for n, s in zip(shape, stride))
+    if last < size:
+        return None
+    return (f"reads storage cells up to {last} but its storage holds {size} (freed or shrunk, e.g. by "
+            "untyped_storage().resize_(0)); no values to read")
+
+
+def _readable(dtype: torch.dtype) -> bool:
+    """Whether torch can index a tensor of this dtype and turn its values into Python numbers.
+
+    Bit and packed dtypes (bits8, int4, float4_e2m1fn_x2, ...) cannot: their memory is drawn without values.
+    """
+    ok = _READABLE.get(dtype)
+    if ok is None:
+        try:
+            torch.empty(1, dtype=dtype)[torch.zeros(1, dtype=torch.long)].tolist()
+            ok = True
+        except Exception:
+            ok = False
+        _READABLE[dtype] = ok
+    return ok
 
 
 def _no_values(t: torch.Tensor, storage: torch.UntypedStorage, nbytes: int) -> str | None:
@@ -199,22 +304,28 @@ def _no_values(t: torch.Tensor, storage: torch.UntypedStorage, nbytes: int) -> s
     Reading memory that is not there crashes the process: a FakeTensor's storage lives on the meta
     device, and a wrapper subclass (`_make_wrapper_subclass`) has a storage with no memory behind it.
     """
-    if t.device.type == "meta":
+    device, dtype = _attr(t, "device"), _attr(t, "dtype")
+    if device.type == "meta":
         return "meta tensor"
     if storage.device.type == "meta":
-        return f"a {type(t).__name__} on {t.device.type}: its storage is on the meta device, no memory to read"
+        return f"a {type(t).__name__} on {device.type}: its storage is on the meta device, no memory to read"
     wrapper = f"a {type(t).__name__} (wrapper subclass): its own storage has no memory; the data it wraps is elsewhere"
     try:
-        if nbytes and storage.data_ptr() == 0:
-            return wrapper
+        ptr = storage.data_ptr()
     except RuntimeError:  # "invalid python storage": what _make_wrapper_subclass leaves behind
         return wrapper
+    if nbytes and ptr == 0:
+        return wrapper
+    if not _readable(dtype):
+        name = str(dtype).replace("torch.", "")
+        return f"{name} holds packed bits torch cannot read as numbers; see them with t.view(torch.uint8)"
     return None
 
 
 def base_index(t: torch.Tensor, among: Sequence[torch.Tensor]) -> int | None:
     """Position in `among` of `t._base` (the root tensor a view was made from); -1 if absent, None if not a view."""
-    base = t._base if t._is_view() else None
+    with torch._C.DisableTorchFunctionSubclass():
+        base = _attr(t, "_base") if _TB._is_view(t) else None
     if base is None:
         return None
     return next((k for k, other in enumerate(among) if other is base), -1)
@@ -235,7 +346,9 @@ def read_storage(t: torch.Tensor, indices: list[int] | range) -> list[bool | int
         return []
     if min(idx) < 0 or max(idx) >= lay.storage_size:
         raise IndexError(f"storage positions must lie in [0, {lay.storage_size}); got {min(idx)}..{max(idx)}")
-    flat = torch.empty(0, dtype=t.dtype, device=t.device)
-    flat.set_(t.untyped_storage(), 0, (lay.storage_size,), (1,))
-    values = flat[torch.tensor(idx, dtype=torch.long, device=t.device)].cpu()
-    return [v for v in values.tolist()]
+    with torch._C.DisableTorchFunctionSubclass():  # plain reads of the memory, whatever the subclass
+        dtype, device = _attr(t, "dtype"), _attr(t, "device")
+        flat = torch.empty(0, dtype=dtype, device=device)
+        flat.set_(_TB.untyped_storage(t), 0, (lay.storage_size,), (1,))
+        values = flat[torch.tensor(idx, dtype=torch.long, device=device)].cpu()
+        return [v for v in values.tolist()]

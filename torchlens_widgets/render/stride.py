@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..lenses.layout import Layout
+from ..lenses.layout import Layout, LayoutError
 from .markup import esc as _esc
 from .theme import STYLE as THEME_STYLE
 from .theme import var
@@ -95,6 +95,19 @@ def _shown_shape(shape: tuple[int, ...], max_elements: int) -> tuple[int, ...]:
     return tuple(shown)
 
 
+#: A picture never draws more than this, whatever is asked: millions of cells would hang the page.
+MAX_ELEMENTS = 4096
+MAX_STORAGE_CELLS = 8192
+
+
+def _limit(name: str, value: object, most: int) -> int:
+    """A drawing limit as asked, checked: a whole number from 1 to `most`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+        raise LayoutError(f"{name} must be a whole number from 1 to {most:,}; got {value!r}. "
+                          f"Pass e.g. {name}={min(most, 384)}")
+    return value
+
+
 def _iter_index(shape: tuple[int, ...]) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = [()]
     for n in shape:
@@ -129,6 +142,8 @@ def stride_model(
     """Lay out storages as strips and tensors as grids; every element records its storage cell."""
     if not views:
         raise ValueError("stride_model needs at least one tensor")
+    max_elements = _limit("max_elements", max_elements, MAX_ELEMENTS)
+    max_storage_cells = _limit("max_storage_cells", max_storage_cells, MAX_STORAGE_CELLS)
     notes: list[str] = []
     # One strip per storage *and dtype*: cells are elements, so bytes read as float32 and as uint8 (a
     # dtype view, view_as_real) are two strips of the same memory, each with its own true values.
