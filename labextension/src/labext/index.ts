@@ -1,6 +1,8 @@
-/** JupyterLab plugin: widget outputs show their static picture when their live model is gone. */
+/** JupyterLab plugins: widget outputs show their static picture when their live model is gone; the
+ * course sidebar (course/plugin.ts). */
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from "@jupyterlab/application";
 import type { IRenderMime } from "@jupyterlab/rendermime-interfaces";
+import { coursePlugin } from "./course/plugin";
 import { FallbackRenderer, WIDGET_VIEW } from "./fallback";
 
 interface Registry {
@@ -72,4 +74,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   },
 };
 
-export default plugin;
+export default [plugin, coursePlugin];
