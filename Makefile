@@ -12,7 +12,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
-	$(BIN)/jupyter lab --notebook-dir=course $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+	$(BIN)/jupyter lab --notebook-dir=course --LabApp.default_url=/lab/tree/start-here.ipynb $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 env: $(VENV)/.installed
 

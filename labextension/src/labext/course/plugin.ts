@@ -1,7 +1,7 @@
 /** JupyterLab plugin: the course sidebar (outline, progress, validate, reset), palette commands to go to
  * the next exercise or notebook, and live updates when a check passes in any open notebook. */
-import type { ILabShell, ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from "@jupyterlab/application";
-import { ILabShell as ILabShellToken, ILayoutRestorer as ILayoutRestorerToken } from "@jupyterlab/application";
+import type { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from "@jupyterlab/application";
+import { ILayoutRestorer as ILayoutRestorerToken } from "@jupyterlab/application";
 import { Dialog, ICommandPalette, Notification, showDialog } from "@jupyterlab/apputils";
 import { LabIcon } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
@@ -83,7 +83,11 @@ async function resetExercise(app: JupyterFrontEnd, api: CourseApi, row: Notebook
   return `Reset “${ex.label}” to its stub. Your previous notebook is kept at ${done.backup}`;
 }
 
-function currentPath(shell: ILabShell): string | null {
+type Shell = JupyterFrontEnd.IShell;
+interface ChangingShell { currentChanged?: { connect(fn: () => void): void } }
+
+/** The path of the notebook in front (JupyterLab's and Notebook 7's shells both say which widget it is). */
+function currentPath(shell: Shell): string | null {
   const w: unknown = shell.currentWidget;
   return isNotebook(w) ? w.context.path : null;
 }
@@ -92,9 +96,10 @@ export const coursePlugin: JupyterFrontEndPlugin<void> = {
   id: "torchlens-widgets:course",
   description: "The course sidebar: every notebook with its progress, exercises, validate and reset.",
   autoStart: true,
-  requires: [ILabShellToken],
   optional: [ICommandPalette, ILayoutRestorerToken],
-  activate: (app: JupyterFrontEnd, shell: ILabShell, palette: ICommandPalette | null, restorer: ILayoutRestorer | null) => {
+  // No ILabShell: Notebook 7's shell has a left area too, so the sidebar works in both front ends.
+  activate: (app: JupyterFrontEnd, palette: ICommandPalette | null, restorer: ILayoutRestorer | null) => {
+    const shell = app.shell;
     const api = serverApi(app.serviceManager.serverSettings);
     const view = new CourseView(api, {
       open: (row, ex) => openAt(app, row, ex),
@@ -103,7 +108,7 @@ export const coursePlugin: JupyterFrontEndPlugin<void> = {
     const widget = new Widget({ node: view.node });
     widget.id = SIDEBAR_ID;
     widget.title.icon = ICON;
-    widget.title.caption = "Course: notebooks, progress, validate";
+    widget.title.caption = "Course";
     widget.addClass("tlw-course-panel");
     shell.add(widget, "left", { rank: 150 });
     restorer?.add(widget, SIDEBAR_ID);
@@ -124,7 +129,7 @@ export const coursePlugin: JupyterFrontEndPlugin<void> = {
       },
     });
     setInterval(() => { if (widget.isVisible && !document.hidden) void view.load(); }, POLL_MS);
-    shell.currentChanged.connect(() => view.setCurrent(currentPath(shell)));
+    (shell as Shell & ChangingShell).currentChanged?.connect(() => view.setCurrent(currentPath(shell)));
 
     const rows = async (): Promise<NotebookRow[]> => { await view.load(); return view.rows; };
     app.commands.addCommand(COMMANDS.show, {
