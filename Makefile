@@ -67,6 +67,7 @@ benchmarks: env
 	$(BIN)/python benchmarks/bench_allocator.py
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_first_paint.py
+	$(BIN)/python benchmarks/bench_course.py
 
 clean:
 	rm -rf $(VENV) labextension/node_modules labextension/lib torchlens_widgets/static/*.js torchlens_widgets/labextension
