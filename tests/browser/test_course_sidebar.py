@@ -74,6 +74,21 @@ def _open(page, lab) -> None:
     page.wait_for_selector(f"{SIDEBAR} .tlw-course-list", timeout=60_000)  # opens by itself the first time
 
 
+def _wait_at(page, path: str, grade_id: str | None) -> None:
+    """Wait until `path` is the notebook in front and, with a grade id, that cell is the active one."""
+    cell = "true" if grade_id is None else (
+        f"(w.content.activeCell?.model.getMetadata('nbgrader') || {{}}).grade_id === '{grade_id}'")
+    page.wait_for_function(f"() => {{ const w = window.jupyterapp.shell.currentWidget;"
+                           f" return w?.context?.path === '{path}' && {cell}; }}", timeout=30_000)
+
+
+def _expand(page, number: str) -> None:
+    toggle = page.locator(f"{SIDEBAR} [data-key='toggle:{number}']")
+    if toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+    page.wait_for_selector(f"{SIDEBAR} #tlw-course-ex-{number}")
+
+
 def _status(page, gid: str) -> str | None:
     return page.get_attribute(f"{SIDEBAR} .tlw-course-ex li:has([data-grade-id='{gid}'])", "data-status")
 
@@ -90,11 +105,20 @@ def test_sidebar_lists_the_course_in_order_with_progress(page, lab, request) -> 
         assert page.locator(f"{SIDEBAR} [data-notebook='01'] .tlw-course-bar > span").count() == 2  # one per exercise
         # the notebook open is the current one: its exercises are listed, not passed yet
         assert _status(page, "01-answer") == "not passed" and _status(page, "01-word") == "not passed"
-        # keyboard: the title button is reachable and opens notebook 02 with Enter
-        page.focus(f"{SIDEBAR} [data-key='open:02']")
+        # palette command: the notebook after the one in front
+        page.evaluate("() => window.jupyterapp.commands.execute('torchlens-course:next-notebook')")
+        _wait_at(page, "02-beta.ipynb", None)
+        # keyboard: a notebook's title button is reachable and opens it with Enter
+        page.focus(f"{SIDEBAR} [data-key='open:01']")
         page.keyboard.press("Enter")
-        page.wait_for_function("() => window.jupyterapp.shell.currentWidget?.context?.path === '02-beta.ipynb'",
-                               timeout=30_000)
+        _wait_at(page, "01-alpha.ipynb", None)
+        # palette command: the first exercise not passed, from the notebook in front: its answer cell selected
+        page.evaluate("() => window.jupyterapp.commands.execute('torchlens-course:next-exercise')")
+        _wait_at(page, "01-alpha.ipynb", "01-answer-answer")
+        # a click on an exercise opens its notebook at its answer cell
+        _expand(page, "02")
+        page.click(f"{SIDEBAR} [data-key='ex:02-only']")
+        _wait_at(page, "02-beta.ipynb", "02-only-answer")
         SHOTS.mkdir(exist_ok=True)
         page.screenshot(path=str(SHOTS / "course-sidebar-e2e.png"))
 
@@ -116,7 +140,7 @@ def test_a_passed_check_shows_then_validate_and_reset(page, lab, request) -> Non
         shown = time.monotonic()
         page.wait_for_function(
             f"() => document.querySelector(\"{SIDEBAR} li[data-status='visible'] [data-grade-id='01-answer']\")",
-            timeout=2_500)
+            timeout=1_500)  # the kernel-message path; the 5 s poll would usually miss this
         print(f"sidebar updated {time.monotonic() - shown:.2f} s after the check's output showed")
         bar = page.locator(f"{SIDEBAR} [data-notebook='01'] [role=progressbar]")
         assert bar.get_attribute("aria-valuenow") == "2"
@@ -145,6 +169,24 @@ def test_a_passed_check_shows_then_validate_and_reset(page, lab, request) -> Non
         page.wait_for_function(f"() => ({JS_SOURCE})({answer}).includes('{STUB_MARK}')", timeout=15_000)
 
 
+
+def test_sidebar_works_in_notebook_7(page, lab, request) -> None:
+    """Notebook 7 has no ILabShell; the sidebar goes into its left area, shown from View › Left Sidebar."""
+    pytest.importorskip("notebook", minversion="7")
+    from playwright.sync_api import expect
+
+    with screenshot_on_failure(page, lab, request.node.name):
+        page.goto(f"{lab.url}/notebooks/01-alpha.ipynb?token={lab.token}", wait_until="domcontentloaded", timeout=60_000)
+        page.wait_for_selector(f"{SIDEBAR} .tlw-course-list", state="attached", timeout=60_000)
+        if not page.is_visible(f"{SIDEBAR} .tlw-course-list"):
+            page.get_by_text("View", exact=True).first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Left Sidebar").first.hover()
+            page.locator(".lm-Menu-itemLabel", has_text="Show Course").first.click()
+        expect(page.locator(f"{SIDEBAR} .tlw-course-list")).to_be_visible(timeout=10_000)
+        assert page.locator(f"{SIDEBAR} .tlw-course-nb").count() == 2
+        expect(page.locator(f"{SIDEBAR} [data-notebook='01']")).to_have_attribute("aria-current", "true")
+        page.screenshot(path=str(SHOTS / "course-sidebar-notebook7-e2e.png"))
+
 @pytest.mark.parametrize("theme", ["JupyterLab Dark", "JupyterLab Light"])
 def test_sidebar_text_is_readable_in_both_themes(page, lab, request, theme: str) -> None:
     """Every text of the sidebar (passed and open exercises, totals, notes) reaches 4.5:1 on what is under it."""
@@ -153,7 +195,7 @@ def test_sidebar_text_is_readable_in_both_themes(page, lab, request, theme: str)
     with screenshot_on_failure(page, lab, request.node.name):
         _open(page, lab)
         set_lab_theme(page, theme)
-        page.click(f"{SIDEBAR} [data-key='toggle:02']")
+        _expand(page, "02")
         texts = text_contrast(page, SIDEBAR)
         assert len(texts) >= 10, texts
         assert not low_contrast(texts), low_contrast(texts)

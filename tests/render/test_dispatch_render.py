@@ -261,3 +261,14 @@ def test_empty_trace_renders() -> None:
     assert model["rows"] == [] and model["counts"] == []
     assert dispatch_text(model) == "DispatchTrace: 0 aten ops (0 copies, 0 views, 0 in-place) under 0 Python calls"
     assert "<tbody></tbody>" in dispatch_html(model)
+
+
+def test_inputs_the_lens_could_not_fully_describe_say_so() -> None:
+    from torchlens_widgets.render.dispatch import _fmt_in
+
+    base = {"dtype": "float32", "device": "cpu", "shape": [2, 3], "stride": [3, 1], "layout": "strided"}
+    assert _fmt_in(base) == "float32[2, 3]"
+    shown = dict(base, note="symbolic sizes s0: shown at these example values")
+    assert _fmt_in(shown) == "float32[2, 3] (symbolic sizes s0: shown at these example values)"
+    symbolic = dict(base, shape=[], stride=[], layout="symbolic", note="symbolic shape [u0] without example sizes")
+    assert _fmt_in(symbolic) == "float32[symbolic] (symbolic shape [u0] without example sizes)"

@@ -51,8 +51,11 @@ ARROW = " → "
 
 def _fmt_in(m: Mapping[str, Any]) -> str:
     """"float32[4, 3] stride (1, 4)": dtype and shape, strides when not contiguous, device when not CPU."""
-    shape, stride = [int(n) for n in m["shape"]], [int(s) for s in m["stride"]]
     kind = m.get("layout", "strided")
+    note = f" ({m['note']})" if m.get("note") else ""  # what the lens could not describe, said in words
+    if kind == "symbolic":  # sizes without example values: no shape to print
+        return f"{m['dtype']}[symbolic]" + (f" @{m['device']}" if m["device"] != "cpu" else "") + note
+    shape, stride = [int(n) for n in m["shape"]], [int(s) for s in m["stride"]]
     if kind != "strided":  # sparse / nested: no strides; a nested tensor has no single shape either
         dims = "" if kind == "nested" else f"[{', '.join(str(n) for n in shape)}]"
         out = f"{kind} {m['dtype']}{dims}"
@@ -62,7 +65,7 @@ def _fmt_in(m: Mapping[str, Any]) -> str:
         out += f" stride ({', '.join(str(s) for s in stride)})"
     if m["device"] != "cpu":
         out += f" @{m['device']}"
-    return out
+    return out + note
 
 
 def _is_contiguous(shape: list[int], stride: list[int]) -> bool:

@@ -72,7 +72,7 @@ function openNotebooks(app: JupyterFrontEnd, path: string): NotebookPanelLike[] 
 async function resetExercise(app: JupyterFrontEnd, api: CourseApi, row: NotebookRow, ex: ExerciseRow): Promise<string | null> {
   const answer = await showDialog({
     title: `Reset “${ex.label}”?`,
-    body: `Its answer cell in ${row.name} goes back to the stub. Your notebook as it is now is kept in a backup first.`,
+    body: `Its answer cell in ${row.name} goes back to the stub. Your notebook as it is now is kept in a backup first; a pass already recorded stays recorded.`,
     buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: "Reset" })],
   });
   if (!answer.button.accept) return null;
