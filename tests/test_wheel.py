@@ -59,14 +59,16 @@ def test_installed_wheel_enables_both_extensions(wheel: Path, tmp_path: Path) ->
     there, without a build step. (Its dependencies come from this environment through a .pth file, so the
     test needs no network.)"""
     fresh = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(fresh)], check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "venv", str(fresh)], check=True, timeout=300)
     python = fresh / "bin" / "python"
+    # the fresh environment's own pip, before it can see anything of this one: pip with --prefix or a
+    # shared site-packages would uninstall this environment's (editable) copy first
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--no-index", str(wheel)],
+                   check=True, timeout=300)
     site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                check=True, capture_output=True, text=True).stdout.strip())
     deps = [p for p in map(Path, sys.path) if p.name == "site-packages" and p.is_dir()]
-    (site / "_this_env_deps.pth").write_text("\n".join(map(str, deps)) + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--prefix", str(fresh),
-                    str(wheel)], check=True, timeout=300)
+    (site / "_this_env_deps.pth").write_text("\n".join(map(str, deps)) + "\n")  # appended after its own packages
     env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
     env.update(JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"), JUPYTER_DATA_DIR=str(tmp_path / "data"))
 
