@@ -14,6 +14,9 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _WHERE = {
+    "build_inline": "lenses.build",
+    "BuildError": "lenses.build",
+    "build_op": "widgets.build",
     "grad_graph": "lenses.autograd",
     "record_backward": "lenses.autograd",
     "DispatchTrace": "lenses.dispatch",

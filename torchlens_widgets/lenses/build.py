@@ -1,0 +1,389 @@
+"""A C++ extension build as data: `torch.utils.cpp_extension.load_inline` run in a subprocess (a compiler
+error or a crashing first import never takes the kernel down), then read back: steps and their times
+(ninja's log), the flags, every header the compile read (the depfile), cache hit or miss, and compiler
+errors mapped to the learner's own lines. Loading into the kernel afterwards is a warm build (no compile).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "LEAN_HEADERS",
+    "BuildError",
+    "BuildReport",
+    "BuildStep",
+    "CompileError",
+    "HeaderGroup",
+    "build_dir",
+    "build_inline",
+    "load_built",
+]
+
+ENV_CACHE = "TORCHLENS_BUILD_DIR"
+#: What a custom operator written against ATen needs: the Tensor class, parallel_for and TORCH_LIBRARY.
+#: torch/extension.h (what load_inline adds by default) also pulls in pybind11, Python.h and the C++
+#: frontend (torch/nn, optimizers, data loaders): several times the headers, several times the time.
+LEAN_HEADERS = ("ATen/core/Tensor.h", "ATen/Parallel.h", "torch/library.h")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+_DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<kind>fatal error|error|warning): (?P<msg>.*)$")
+_STEP = re.compile(r"^\[(\d+)/(\d+)\] ")
+
+
+class BuildError(RuntimeError):
+    """A build that could not run or did not produce a library; `report` holds what is known."""
+
+    def __init__(self, message: str, report: BuildReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass(frozen=True)
+class BuildStep:
+    """One ninja edge: compiling one source (`compile`) or linking the library (`link`)."""
+
+    phase: str
+    output: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class HeaderGroup:
+    """Headers the compile read, grouped by where they come from (e.g. "torch/csrc/api", "pybind11")."""
+
+    group: str
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class CompileError:
+    """One compiler diagnostic in the learner's source: its line there (1-based), column and message."""
+
+    line: int
+    column: int
+    kind: str
+    message: str
+    code: str  # the learner's line itself
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What one `build_inline` did. `cache` is "hit" when nothing was compiled (an identical build existed)."""
+
+    name: str
+    ok: bool
+    cache: str
+    seconds: float
+    steps: tuple[BuildStep, ...]
+    flags: tuple[str, ...]
+    includes: tuple[str, ...]  # the headers the source includes directly, implicit ones first
+    header_files: int  # every header file the compile read
+    header_bytes: int
+    header_groups: tuple[HeaderGroup, ...]
+    errors: tuple[CompileError, ...]
+    library: str | None
+    directory: str
+    log_tail: str = field(repr=False, default="")
+    _load: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (for widgets and tests)."""
+        d = asdict(self)
+        d.pop("_load")
+        return d
+
+    def summary(self) -> str:
+        """A few lines: outcome, time per step, headers read, first errors."""
+        if not self.ok:
+            head = f"{self.name}: build failed after {self.seconds:.1f} s"
+            errs = [f"  line {e.line}:{e.column}: {e.kind}: {e.message}\n    {e.code.strip()}" for e in self.errors[:5]]
+            return "\n".join([head, *errs] if errs else [head, self.log_tail[-800:]])
+        lines = [f"{self.name}: cache {self.cache}, {self.seconds:.1f} s"]
+        lines += [f"  {s.phase:8s} {s.output:28s} {s.seconds:6.2f} s" for s in self.steps]
+        if self.header_files:
+            top = ", ".join(f"{g.group} {g.files}" for g in self.header_groups[:6])
+            lines.append(f"  headers read: {self.header_files} files, {self.header_bytes / 1e6:.1f} MB ({top})")
+        return "\n".join(lines)
+
+
+def build_dir() -> Path:
+    """The course-wide build cache: $TORCHLENS_BUILD_DIR, else ~/.cache/torchlens-widgets/extensions."""
+    env = os.environ.get(ENV_CACHE)
+    root = Path(env).expanduser() if env else Path.home() / ".cache" / "torchlens-widgets" / "extensions"
+    return root
+
+
+def _key(name: str, sources: Sequence[str], flags: Sequence[str], implicit: bool) -> str:
+    import torch
+
+    h = hashlib.sha256(json.dumps([list(sources), list(flags), implicit, torch.__version__, sys.version]).encode())
+    return f"{name}_{h.hexdigest()[:10]}"
+
+
+def _ninja_steps(directory: Path, since: float) -> list[BuildStep]:
+    """Edges ninja ran in this build (its log: start ms, end ms, mtime, output, hash)."""
+    log = directory / ".ninja_log"
+    if not log.is_file() or log.stat().st_mtime < since:
+        return []
+    rows: dict[str, BuildStep] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        parts = line.split("\t")
+        if len(parts) < 4 or line.startswith("#"):
+            continue
+        try:
+            start, end = int(parts[0]), int(parts[1])
+        except ValueError:
+            continue
+        out = parts[3]
+        phase = "link" if out.endswith((".so", ".pyd", ".dylib")) else "compile"
+        rows[out] = BuildStep(phase, out, (end - start) / 1000)  # a rebuilt output: its last run counts
+    built = [out for out in rows if (directory / out).is_file() and (directory / out).stat().st_mtime >= since]
+    return [rows[o] for o in built]
+
+
+def _flags(directory: Path) -> tuple[str, ...]:
+    ninja = directory / "build.ninja"
+    if not ninja.is_file():
+        return ()
+    found: list[str] = []
+    for line in ninja.read_text(errors="replace").splitlines():
+        for var in ("cflags", "post_cflags", "ldflags"):
+            if line.startswith(f"{var} = "):
+                found += [f for f in line.split(" = ", 1)[1].split() if not f.startswith("-isystem")
+                          and not f.startswith("-I") and not f.startswith("-L")]
+    return tuple(dict.fromkeys(found))
+
+
+def _group(path: str) -> str:
+    """Where a header comes from, in a word: an ATen/c10/torch subtree, pybind11, Python, the C++ library."""
+    p = path.replace("\\", "/")
+    if "/include/c++/" in p:
+        return "C++ standard library"
+    if "/torch/csrc/api/include/" in p:
+        return "torch C++ frontend (torch/csrc/api)"
+    if re.search(r"/include/python3[^/]*/", p):
+        return "Python.h"
+    rel = p.rsplit("/include/", 1)[-1]
+    top = rel.split("/", 1)[0]
+    if top == "torch":
+        return "torch/csrc" if rel.startswith("torch/csrc/") else "torch"
+    return top if top in ("ATen", "c10", "caffe2", "pybind11", "fmt", "nlohmann") else "system"
+
+
+def _cflags_for_listing(directory: Path) -> list[str] | None:
+    """The compile's own flags from build.ninja (include paths included), to list its headers."""
+    ninja = directory / "build.ninja"
+    if not ninja.is_file():
+        return None
+    for line in ninja.read_text(errors="replace").splitlines():
+        if line.startswith("cflags = "):
+            return line.split(" = ", 1)[1].split()
+    return None
+
+
+def _headers(directory: Path) -> tuple[int, int, tuple[HeaderGroup, ...]]:
+    """Every header the compile reads (the preprocessor's -M list: ninja keeps only user headers): how
+    many, their bytes, by group. Listed once per build folder (about a second) and kept in headers.json."""
+    kept = directory / "headers.json"
+    names: list[str] | None = None
+    if kept.is_file():
+        try:
+            names = [str(h) for h in json.loads(kept.read_text())]
+        except (ValueError, OSError):
+            names = None
+    if names is None:
+        flags = _cflags_for_listing(directory)
+        if flags is None or not (directory / "main.cpp").is_file():
+            return 0, 0, ()
+        cxx = os.environ.get("CXX", "c++")
+        try:
+            done = subprocess.run([cxx, *flags, "-M", "main.cpp"], cwd=directory, capture_output=True, text=True,
+                                  timeout=120, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return 0, 0, ()
+        if done.returncode != 0:
+            return 0, 0, ()
+        tokens = done.stdout.replace("\\\n", " ").split(":", 1)[-1].split()
+        names = sorted({t for t in tokens if t != "main.cpp" and t != "\\"})
+        try:
+            kept.write_text(json.dumps(names))
+        except OSError:
+            pass
+    files, size = Counter[str](), Counter[str]()
+    for h in names:
+        g = _group(h)
+        files[g] += 1
+        try:
+            size[g] += os.path.getsize(h)
+        except OSError:
+            pass
+    groups = tuple(HeaderGroup(g, n, size[g]) for g, n in files.most_common())
+    return len(names), sum(size.values()), groups
+
+
+def _map_errors(stderr: str, source: str, main: Path) -> tuple[CompileError, ...]:
+    """Diagnostics in main.cpp, moved to the learner's line numbers (load_inline adds lines before it)."""
+    try:
+        generated = main.read_text(errors="replace")
+    except OSError:
+        return ()
+    at = generated.find(source)
+    offset = generated[:at].count("\n") if at >= 0 else 0
+    mine = source.splitlines()
+    errors: list[CompileError] = []
+    for line in stderr.splitlines():
+        m = _DIAG.match(line.strip())
+        if not m or Path(m["file"]).name != main.name:
+            continue
+        n = int(m["line"]) - offset
+        if 1 <= n <= len(mine):
+            errors.append(CompileError(n, int(m["col"]), m["kind"], m["msg"], mine[n - 1]))
+    return tuple(dict.fromkeys(errors))
+
+
+def _step_words(line: str) -> str:
+    """"[1/2] c++ -MMD ... -c main.cpp -o main.o ..." → "step 1 of 2: compiling main.cpp"."""
+    m = _STEP.match(line)
+    where = f"step {m[1]} of {m[2]}: " if m else ""
+    if " -c " in line:
+        src = re.search(r" -c (\S+)", line)
+        return f"{where}compiling {Path(src[1]).name if src else 'the source'}"
+    return f"{where}linking the library"
+
+
+MARKER = "built.json"  # written once a build compiled and its library loaded in the build process
+
+
+def _cached(folder: Path) -> str | None:
+    """The library of an earlier successful build in `folder`, if it is still there."""
+    try:
+        lib = json.loads((folder / MARKER).read_text())["library"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return lib if isinstance(lib, str) and Path(lib).is_file() else None
+
+
+_CHILD = r"""
+import json, sys
+spec = json.loads(sys.argv[1])
+from torch.utils.cpp_extension import load_inline
+lib = load_inline(**spec)
+print("TLW_LIBRARY=" + json.dumps(lib if isinstance(lib, str) else getattr(lib, "__file__", "")), flush=True)
+"""
+
+
+def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN_HEADERS,
+                 extra_cflags: Sequence[str] = (), directory: Path | str | None = None, timeout: float = 180.0,
+                 on_progress: Callable[[str, float], None] | None = None) -> BuildReport:
+    """Build `source` (C++ that registers its ops with TORCH_LIBRARY) as a library named `name`.
+
+    `headers`: includes put before the source (default LEAN_HEADERS); None keeps load_inline's own
+    `#include <torch/extension.h>`. Each distinct source/flag set gets its own folder under `directory`
+    (default `build_dir()`), so an unchanged cell is a cache hit. The compile and a first load run in a
+    subprocess; `on_progress(what, seconds)` is called about 4 times a second while it runs."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise BuildError(f"name {name!r}: use a C identifier (letters, digits, '_'; not starting with a digit)")
+    if not isinstance(source, str) or not source.strip():
+        raise BuildError("source: give the C++ code as a string (with its TORCH_LIBRARY block)")
+    if headers is not None and (isinstance(headers, str) or not all(isinstance(h, str) for h in headers)):
+        raise BuildError(f"headers={headers!r}: give a list of header names such as {list(LEAN_HEADERS)}, or None")
+    if not (isinstance(timeout, (int, float)) and 1 <= timeout <= 3600):
+        raise BuildError(f"timeout={timeout!r}: give the seconds a build may take (1 to 3600)")
+    flags = [str(f) for f in extra_cflags]
+    implicit = headers is None
+    prelude = "" if implicit else "".join(f"#include <{h}>\n" for h in headers or ())
+    cpp = prelude + source
+    key = _key(name, [cpp], flags, implicit)
+    root = Path(directory).expanduser() if directory is not None else build_dir()
+    folder = root / key
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = {"name": key, "cpp_sources": [cpp], "extra_cflags": flags, "build_directory": str(folder),
+            "is_python_module": False, "no_implicit_headers": not implicit, "verbose": True}
+    includes = (("torch/extension.h",) if implicit else ()) + tuple(re.findall(r"^\s*#\s*include\s*[<\"]([^>\"]+)[>\"]",
+                                                                               cpp, re.M))
+    mono = time.monotonic()
+    hit = _cached(folder)
+    if hit is not None:  # built and loaded before with this very source and flags: nothing to compile
+        count, size, groups = _headers(folder)
+        return BuildReport(name=name, ok=True, cache="hit", seconds=time.monotonic() - mono, steps=(),
+                           flags=_flags(folder), includes=includes, header_files=count, header_bytes=size,
+                           header_groups=groups, errors=(), library=hit, directory=str(folder), _load=spec)
+    t0 = time.time()
+    out_lines: list[str] = []
+    with tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(spec)], stdout=subprocess.PIPE,
+                                    stderr=err, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+        except OSError as exc:
+            raise BuildError(f"could not start the build ({exc})") from exc
+        assert proc.stdout is not None
+        reader = threading.Thread(target=lambda: out_lines.extend(proc.stdout or ()), daemon=True)
+        reader.start()
+        while proc.poll() is None:
+            elapsed = time.monotonic() - mono
+            if elapsed > timeout:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+                raise BuildError(f"{name}: the build ran past {timeout:.0f} s and was stopped; a lean build "
+                                 f"(headers=LEAN_HEADERS) takes ~10 s here, torch/extension.h ~30 s")
+            if on_progress is not None:
+                started = [ln for ln in out_lines if _STEP.match(ln)]
+                on_progress(_step_words(started[-1]) if started else "starting the compiler", elapsed)
+            time.sleep(0.25)
+        reader.join(timeout=5)
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+    seconds = time.monotonic() - mono
+    stdout = "".join(out_lines)
+    steps = tuple(_ninja_steps(folder, t0 - 1))
+    library = next((json.loads(ln.split("=", 1)[1]) for ln in stdout.splitlines() if ln.startswith("TLW_LIBRARY=")),
+                   None)
+    ok = proc.returncode == 0 and bool(library)
+    count, size, groups = _headers(folder) if ok else (0, 0, ())
+    report = BuildReport(
+        name=name, ok=ok, cache="hit" if ok and not steps else "miss", seconds=seconds, steps=steps, flags=_flags(folder),
+        includes=includes, header_files=count, header_bytes=size, header_groups=groups,
+        errors=_map_errors(stdout + "\n" + stderr, source, folder / "main.cpp"), library=library or None,
+        directory=str(folder), log_tail=(stdout + stderr)[-4000:], _load=spec,
+    )
+    if ok:
+        (folder / MARKER).write_text(json.dumps({"library": library}))
+    if not ok and proc.returncode not in (0, 1):
+        raise BuildError(f"{name}: loading the built library crashed the build process (signal "
+                         f"{-proc.returncode if proc.returncode < 0 else proc.returncode}); your kernel is unharmed. "
+                         "Look for static initialisers or a TORCH_LIBRARY block that throws", report)
+    return report
+
+
+def load_built(report: BuildReport) -> str:
+    """Load a successful build into this process (a warm build: nothing compiles) and return its path;
+    its TORCH_LIBRARY ops then appear under torch.ops."""
+    if not isinstance(report, BuildReport):
+        raise BuildError(f"load_built takes the BuildReport build_inline returned, not {type(report).__name__}")
+    if not report.ok or not report.library:
+        raise BuildError(f"{report.name} did not build; fix the errors it lists (report.summary()) and build again")
+    import torch
+
+    try:
+        torch.ops.load_library(report.library)
+    except (OSError, RuntimeError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        hint = ("an operator with this name is already registered in this kernel (an earlier version of your "
+                "code?): restart the kernel, or give the new version another namespace"
+                if "registered" in text or "same name" in text else "build it again")
+        raise BuildError(f"{report.name}: loading {report.library} failed ({text}); {hint}", report) from None
+    return report.library

@@ -1,0 +1,60 @@
+"""Building a C++ op in a notebook: a status line that moves while the compiler runs (a cold build takes
+seconds to tens of seconds), then the build report in place of it. Plain HTML outputs (no widget model),
+so a saved notebook shows the report as it was."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..lenses.build import LEAN_HEADERS, BuildReport, build_inline, load_built
+from ..render.build import build_html, build_progress_html, build_text
+
+__all__ = ["BuildView", "build_op"]
+
+
+class BuildView:
+    """A build report for display: HTML in a notebook, deterministic text elsewhere."""
+
+    def __init__(self, report: BuildReport) -> None:
+        self.report = report
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        data = self.report.to_dict()
+        return {"text/html": build_html(data), "text/plain": build_text(data)}
+
+
+def build_op(name: str, source: str, *, headers: Sequence[str] | None = LEAN_HEADERS, load: bool = True,
+             extra_cflags: Sequence[str] = (), directory: Path | str | None = None, timeout: float = 180.0,
+             show: bool = True) -> BuildReport:
+    """Build `source` (see lenses.build.build_inline) with a live status line, show the report, and (when
+    `load` and it built) load it so its TORCH_LIBRARY ops appear under torch.ops. Returns the report."""
+    handle = None
+    last = [0.0]
+    if show:
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+
+            if get_ipython() is not None:
+                handle = display({"text/html": build_progress_html(name, "starting", 0.0),
+                                  "text/plain": f"building {name}..."}, raw=True, display_id=True)
+        except ImportError:
+            handle = None
+
+    def progress(what: str, seconds: float) -> None:
+        if handle is not None and time.monotonic() - last[0] >= 0.5:
+            last[0] = time.monotonic()
+            handle.update({"text/html": build_progress_html(name, what, seconds),
+                           "text/plain": f"building {name}..."}, raw=True)
+
+    report = build_inline(name, source, headers=headers, extra_cflags=extra_cflags, directory=directory,
+                          timeout=timeout, on_progress=progress)
+    if load and report.ok:
+        load_built(report)
+    if handle is not None:
+        view = BuildView(report)._repr_mimebundle_()
+        handle.update(view, raw=True)
+    return report
