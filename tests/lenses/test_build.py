@@ -126,3 +126,9 @@ def test_error_mapping_and_ninja_log_reading(tmp_path: Path) -> None:
     (tmp_path / ".ninja_log").write_text("# ninja log v5\n0\t7000\t0\tmain.o\tabc\n7000\t7400\t0\tlib.so\tdef\n")
     steps = _ninja_steps(tmp_path, since=0)
     assert [(s.phase, s.output, s.seconds) for s in steps] == [("compile", "main.o", 7.0), ("link", "lib.so", 0.4)]
+
+
+def test_the_test_run_builds_in_a_throwaway_cache() -> None:
+    from torchlens_widgets.lenses.build import build_dir
+
+    assert not str(build_dir()).startswith(str(Path.home() / ".cache")), build_dir()
