@@ -1,0 +1,97 @@
+"""The contract matrix catches the bugs real kernels have — strides ignored, the storage offset ignored, a
+crash on empty input, a result written into an input, a missing fake kernel — and passes a correct op;
+opcheck's verdicts are rows; bad input gets advice."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchlens_widgets.lenses.contract import ContractError, contract_matrix
+
+X, Y = torch.randn(3, 4, generator=torch.Generator().manual_seed(0)), torch.randn(3, 4)
+
+
+def reference(a, b):
+    return a * 2 + b
+
+
+def ignores_strides(a, b):  # reads memory as if the input were contiguous
+    return torch.as_strided(a, a.shape, torch.empty(a.shape).stride(), a.storage_offset()) * 2 + b
+
+
+def ignores_offset(a, b):  # reads from the start of the storage
+    return torch.as_strided(a, a.shape, a.stride(), 0) * 2 + b
+
+
+def breaks_on_empty(a, b):
+    first = a.reshape(-1)[0]  # raises on an empty input
+    return a * 2 + b + 0 * first
+
+
+def writes_into_input(a, b):
+    return a.mul_(2).add_(b)
+
+
+def test_a_correct_op_passes_every_case_quickly() -> None:
+    report = contract_matrix(reference, reference, (X, Y))
+    assert report.passed and len(report.results) >= 18, report.summary()
+    groups = {r.group for r in report.results}
+    assert {"dtype", "layout", "size", "aliasing", "autograd", "meta"} <= groups
+
+
+@pytest.mark.parametrize(("bug", "fails"), [
+    (ignores_strides, {"non-contiguous (step 2)", "transposed", "expanded (stride 0)"}),
+    (ignores_offset, {"storage offset 3"}),
+    (breaks_on_empty, {"empty (0 rows)"}),
+])
+def test_planted_bugs_fail_exactly_their_cases(bug, fails: set[str]) -> None:
+    report = contract_matrix(bug, reference, (X, Y))
+    failed = {r.name for r in report.failures()}
+    assert fails <= failed, report.summary()
+    assert report.result("as given").passed and report.result("dtype float64").passed
+    detail = report.result(sorted(fails)[0]).detail
+    assert "differ" in detail or "raised" in detail
+
+
+def test_a_result_written_into_an_input_is_caught() -> None:
+    report = contract_matrix(writes_into_input, reference, (X, Y))
+    assert "shares an input's storage" in report.result("as given").detail
+
+
+def test_the_difference_says_where() -> None:
+    report = contract_matrix(ignores_offset, reference, (X, Y))
+    assert report.result("storage offset 3").detail.startswith("12 of 12 values differ; max |diff|")
+    assert " at (" in report.result("storage offset 3").detail
+
+
+def test_a_registered_op_gets_opcheck_rows_and_a_missing_fake_shows() -> None:
+    lib = torch.library.Library("tlw_contract", "DEF")
+    try:
+        lib.define("axpy(Tensor x, Tensor y) -> Tensor")
+        lib.impl("axpy", reference, "CPU")
+        op = torch.ops.tlw_contract.axpy.default
+        report = contract_matrix(op, reference, (X, Y))
+        assert report.op == "tlw_contract::axpy"
+        rows = {r.name: r for r in report.results if r.group == "opcheck"}
+        assert set(rows) == {"opcheck schema", "opcheck autograd_registration", "opcheck faketensor",
+                             "opcheck aot_dispatch_dynamic"}
+        assert rows["opcheck schema"].passed and not rows["opcheck faketensor"].passed
+        assert not report.result("meta tensors").passed and "Meta" in report.result("meta tensors").detail
+        lib.impl("axpy", lambda a, b: torch.empty_like(a), "Meta")
+        fixed = contract_matrix(op, reference, (X, Y), opcheck=False)
+        assert fixed.result("meta tensors").passed and fixed.result("fake tensors").passed
+    finally:
+        lib._destroy()
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    ((reference, reference, X), "tuple of the tensors"),
+    ((reference, reference, ()), "tuple of the tensors"),
+    ((reference, reference, (torch.tensor(1.0),)), "at least one dimension"),
+    ((reference, reference, (X, torch.ones(2))), "share one shape"),
+    ((reference, "not callable", (X,)), "callables"),
+])
+def test_bad_input_gets_advice(args, match: str) -> None:
+    with pytest.raises(ContractError, match=match):
+        contract_matrix(*args)
