@@ -68,6 +68,8 @@ benchmarks: env
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_first_paint.py
 	$(BIN)/python benchmarks/bench_course.py
+	$(BIN)/python benchmarks/bench_build.py
+	$(BIN)/python benchmarks/bench_contract.py
 
 clean:
 	rm -rf $(VENV) labextension/node_modules labextension/lib torchlens_widgets/static/*.js torchlens_widgets/labextension
