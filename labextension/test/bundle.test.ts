@@ -83,3 +83,17 @@ describeBundle("memory", {
   drawn: (el) => expect(el.querySelectorAll("g.bd")).toHaveLength(2),
   root: "svg",
 });
+
+describeBundle("dtable", {
+  maxBytes: 8 * 1024,
+  svg: false,
+  values: () => ({
+    model: {
+      op: "aten::add.Tensor", schema: "", css: ".tlw-theme{}",
+      scenarios: [{ name: "as given", chosen: "AutogradCPU", html: '<table><tr class="runs" data-key="AutogradCPU"><td>AutogradCPU</td></tr></table>' }],
+    },
+    selected: "as given",
+  }),
+  drawn: (el) => expect(el.querySelector("tr.runs")!.getAttribute("data-key")).toBe("AutogradCPU"),
+  root: "table",
+});

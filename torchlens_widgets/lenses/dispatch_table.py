@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["DispatchChoice", "DispatchTable", "DispatchTableError", "TableEntry", "choose", "dispatch_table"]
+__all__ = ["DispatchChoice", "DispatchTable", "DispatchTableError", "TableEntry", "choose", "dispatch_table", "scenarios"]
 
 _LINE = re.compile(r"^(?P<key>[A-Za-z0-9_]+): (?P<fall>fallthrough )?(?:registered at (?P<where>\S+)\s*)?"
                    r"\[(?P<kind>[^\]]+)\]$")
@@ -206,3 +206,26 @@ def choose(op: object, *args: Any, **kwargs: Any) -> DispatchChoice:
     removed = tuple(k for k in input_keys if k not in final)  # what this thread's exclusions took away
     return DispatchChoice(table.op, tuple(input_keys), tuple(k.name for k in included), removed,
                           tuple(steps), chosen)
+
+
+def scenarios(op: object, *args: Any) -> list[tuple[str, DispatchChoice]]:
+    """`choose` for the same call in the states that change the answer: as given, under no_grad (changes
+    nothing: the autograd key stays), inference_mode, CPU autocast, a TorchDispatchMode, and meta inputs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class _Watching(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, a: Any = (), kw: Any = None) -> Any:
+            return func(*a, **(kw or {}))
+
+    out = [("as given", choose(op, *args))]
+    with torch.no_grad():
+        out.append(("torch.no_grad()", choose(op, *args)))
+    with torch.inference_mode():
+        out.append(("torch.inference_mode()", choose(op, *args)))
+    with torch.autocast("cpu"):
+        out.append(("torch.autocast('cpu')", choose(op, *args)))
+    with _Watching():
+        out.append(("a TorchDispatchMode", choose(op, *args)))
+    meta = [a.detach().to("meta") if isinstance(a, torch.Tensor) else a for a in args]
+    out.append(("meta tensors", choose(op, *meta)))
+    return out

@@ -10,7 +10,7 @@ from typing import Any
 from .markup import esc
 from .theme import STYLE, var
 
-__all__ = ["choice_dict", "dispatch_table_html", "dispatch_table_text"]
+__all__ = ["DTABLE_CSS", "choice_dict", "dispatch_table_html", "dispatch_table_text"]
 
 _TORCH_NAMESPACES = ("aten", "prims", "quantized", "_quantized", "torchvision", "_c10d_functional", "c10d")
 _CSS = (
@@ -59,12 +59,17 @@ def dispatch_table_text(table: Mapping[str, Any], choice: Mapping[str, Any] | No
     return "\n".join(lines)
 
 
-def dispatch_table_html(table: Mapping[str, Any], choice: Mapping[str, Any] | None = None) -> str:
-    """The table; with `choice`, the walk first and the row that runs highlighted."""
+DTABLE_CSS = _CSS
+
+
+def dispatch_table_html(table: Mapping[str, Any], choice: Mapping[str, Any] | None = None,
+                        fragment: bool = False) -> str:
+    """The table; with `choice`, the walk first and the row that runs highlighted. `fragment`: without the
+    themed wrapper and its style (for a widget that holds several and styles them once)."""
     op = str(table["op"])
     entries = {e["key"]: e for e in table["entries"]}
-    parts = [f'<div class="tlw-dtable tlw-theme"><style>{STYLE}{_CSS}</style>',
-             f"<div><b>{esc(op)}</b> <code class=\"muted\">{esc(table.get('schema', ''))}</code></div>"]
+    parts = [] if fragment else [f'<div class="tlw-dtable tlw-theme"><style>{STYLE}{_CSS}</style>',
+                                 f"<div><b>{esc(op)}</b> <code class=\"muted\">{esc(table.get('schema', ''))}</code></div>"]
     walked: set[str] = set()
     if choice is not None:
         parts.append(f"<div>the inputs carry <code>{esc(', '.join(choice['input_keys']))}</code>"
@@ -94,5 +99,6 @@ def dispatch_table_html(table: Mapping[str, Any], choice: Mapping[str, Any] | No
         parts.append(table_html)
     else:
         parts.append(f"<details><summary>the other {len(rest)} entries of the table</summary>{table_html}</details>")
-    parts.append("</div>")
+    if not fragment:
+        parts.append("</div>")
     return "".join(parts)
