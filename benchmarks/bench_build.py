@@ -40,7 +40,7 @@ TORCH_LIBRARY(tlw_bench, m) {
 def main() -> None:
     rows = []
     for label, headers, extra in (("default: torch/extension.h", None, "#include <torch/library.h>\n"),
-                                  ("lean: " + ", ".join(LEAN_HEADERS), LEAN_HEADERS, "#include <ATen/ops/empty_like.h>\n")):
+                                  ("lean: " + ", ".join(LEAN_HEADERS), LEAN_HEADERS, "")):
         with tempfile.TemporaryDirectory(prefix="tlw-bench-build-") as cache:
             cold = build_inline("tlw_bench_axpy", extra + OP, headers=headers, directory=cache)
             assert cold.ok and cold.cache == "miss", cold.summary()

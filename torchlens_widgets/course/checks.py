@@ -26,7 +26,8 @@ from typing import Any, Literal
 
 import torch
 
-from ..lenses.copies import CopyReport, kernel_copies, record_copies
+from ..lenses.build import LEAN_HEADERS, BuildError, BuildReport, build_inline, load_built
+from ..lenses.copies import CopyReport, kernel_copies, ops_inside, record_copies
 from ..lenses.layout import Layout, LayoutError, layout
 from . import integrity
 from .markers import HIDDEN_PLACEHOLDER, STUB_MESSAGE
@@ -385,6 +386,40 @@ class Check:
             return rec.result
 
         return watched
+
+    def build(self, name: str, source: object, *, headers: Sequence[str] | None = LEAN_HEADERS,
+              probe: str | None = None, hint: Hint = None) -> BuildReport:
+        """Build the learner's C++ `source` in a subprocess (never in this kernel), then load it here: the
+        stub is "not done"; a compile error fails with the learner's own lines; a crash while loading or
+        during `probe` (a first call, run in that subprocess too) fails and leaves this kernel running."""
+        if not isinstance(source, str):
+            self.fail(f"{name}: expected the C++ source as a string, got {_describe(source)}", hint)
+        assert isinstance(source, str)
+        if STUB_MESSAGE in source or "YOUR CODE HERE" in source:
+            raise NotImplementedError(STUB_MESSAGE)
+        try:
+            report = build_inline(name, source, headers=headers, probe=probe)
+        except BuildError as exc:
+            self.fail(f"{name}: {exc}", hint)
+            raise  # unreachable: fail raises
+        if not report.ok:
+            where = "\n".join(f"  line {e.line}:{e.column}: {e.kind}: {e.message}\n      {e.code.strip()}"
+                              for e in report.errors[:3])
+            self.fail(f"{name} did not compile:\n{where}" if where else
+                      f"{name} did not build; the end of the compiler's log:\n{report.log_tail[-600:]}", hint)
+        if report.probe_error is not None:
+            self.fail(f"{name} built, but its first call raised {report.probe_error}", hint)
+        try:
+            load_built(report)
+        except BuildError as exc:
+            self.fail(str(exc), hint)
+        return report
+
+    def ops_inside(self, fn: Callable[..., Any], *args: Any) -> list[str]:
+        """The aten ops `fn(*args)` ran, the ones inside C++ kernels included (the profiler sees them; a
+        dispatch mode does not), so a C++ answer can be held to "do the math yourself"."""
+        self._guard()
+        return ops_inside(fn, *args)
 
     def faster(
         self, fast: Callable[[], Any], slow: Callable[[], Any], at_least: float, what: str = "your version",

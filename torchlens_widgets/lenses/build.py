@@ -17,7 +17,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +34,12 @@ __all__ = [
 ]
 
 ENV_CACHE = "TORCHLENS_BUILD_DIR"
-#: What a custom operator written against ATen needs: the Tensor class, parallel_for and TORCH_LIBRARY.
+#: What a custom operator written against ATen needs: the Tensor class, parallel_for, allocating a result
+#: (empty, empty_like) and TORCH_LIBRARY.
 #: torch/extension.h (what load_inline adds by default) also pulls in pybind11, Python.h and the C++
 #: frontend (torch/nn, optimizers, data loaders): several times the headers, several times the time.
-LEAN_HEADERS = ("ATen/core/Tensor.h", "ATen/Parallel.h", "torch/library.h")
+LEAN_HEADERS = ("ATen/core/Tensor.h", "ATen/Parallel.h", "ATen/ops/empty.h", "ATen/ops/empty_like.h",
+                "torch/library.h")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<kind>fatal error|error|warning): (?P<msg>.*)$")
 _STEP = re.compile(r"^\[(\d+)/(\d+)\] ")
@@ -98,6 +100,7 @@ class BuildReport:
     library: str | None
     directory: str
     log_tail: str = field(repr=False, default="")
+    probe_error: str | None = None  # what the probe (a first call in the build process) raised, if anything
     _load: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -280,21 +283,33 @@ def _cached(folder: Path) -> str | None:
 _CHILD = r"""
 import json, sys
 spec = json.loads(sys.argv[1])
+probe = sys.argv[2]
 from torch.utils.cpp_extension import load_inline
 lib = load_inline(**spec)
 print("TLW_LIBRARY=" + json.dumps(lib if isinstance(lib, str) else getattr(lib, "__file__", "")), flush=True)
+if probe:
+    import torch
+    try:
+        exec(compile(probe, "<probe>", "exec"), {"torch": torch})
+    except Exception as exc:
+        print("TLW_PROBE_ERROR=" + json.dumps(f"{type(exc).__name__}: {exc}"[:2000]), flush=True)
+    else:
+        print("TLW_PROBE_OK", flush=True)
 """
 
 
 def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN_HEADERS,
                  extra_cflags: Sequence[str] = (), directory: Path | str | None = None, timeout: float = 180.0,
-                 on_progress: Callable[[str, float], None] | None = None) -> BuildReport:
+                 on_progress: Callable[[str, float], None] | None = None, probe: str | None = None) -> BuildReport:
     """Build `source` (C++ that registers its ops with TORCH_LIBRARY) as a library named `name`.
 
     `headers`: includes put before the source (default LEAN_HEADERS); None keeps load_inline's own
     `#include <torch/extension.h>`. Each distinct source/flag set gets its own folder under `directory`
     (default `build_dir()`), so an unchanged cell is a cache hit. The compile and a first load run in a
-    subprocess; `on_progress(what, seconds)` is called about 4 times a second while it runs."""
+    subprocess; `on_progress(what, seconds)` is called about 4 times a second while it runs. `probe`: Python
+    code run there after loading (e.g. a first call of the op): a crash in it ends in BuildError, not in the
+    caller's process, and an exception it raises is in `report.probe_error`. A probe always runs the
+    subprocess, even when the build itself is cached."""
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise BuildError(f"name {name!r}: use a C identifier (letters, digits, '_'; not starting with a digit)")
     if not isinstance(source, str) or not source.strip():
@@ -316,7 +331,7 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
     includes = (("torch/extension.h",) if implicit else ()) + tuple(re.findall(r"^\s*#\s*include\s*[<\"]([^>\"]+)[>\"]",
                                                                                cpp, re.M))
     mono = time.monotonic()
-    hit = _cached(folder)
+    hit = _cached(folder) if probe is None else None
     if hit is not None:  # built and loaded before with this very source and flags: nothing to compile
         count, size, groups = _headers(folder)
         return BuildReport(name=name, ok=True, cache="hit", seconds=time.monotonic() - mono, steps=(),
@@ -326,7 +341,7 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
     out_lines: list[str] = []
     with tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(spec)], stdout=subprocess.PIPE,
+            proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(spec), probe or ""], stdout=subprocess.PIPE,
                                     stderr=err, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
         except OSError as exc:
             raise BuildError(f"could not start the build ({exc})") from exc
@@ -360,6 +375,16 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
         errors=_map_errors(stdout + "\n" + stderr, source, folder / "main.cpp"), library=library or None,
         directory=str(folder), log_tail=(stdout + stderr)[-4000:], _load=spec,
     )
+    loaded = library is not None
+    probe_error = next((json.loads(ln.split("=", 1)[1]) for ln in stdout.splitlines()
+                        if ln.startswith("TLW_PROBE_ERROR=")), None)
+    if probe and loaded and "TLW_PROBE_OK" not in stdout and probe_error is None:
+        raise BuildError(f"{name}: your op crashed the build process on its first call (exit "
+                         f"{-proc.returncode if proc.returncode < 0 else proc.returncode}; a segmentation fault "
+                         "is signal 11); your kernel is unharmed. Look for reads or writes past the end of a "
+                         "tensor's data: sizes, strides, an empty input", report)
+    if probe_error is not None:
+        report = replace(report, probe_error=str(probe_error))
     if ok:
         (folder / MARKER).write_text(json.dumps({"library": library}))
     if not ok and proc.returncode not in (0, 1):

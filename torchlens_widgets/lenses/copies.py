@@ -128,3 +128,17 @@ def kernel_copies(fn: Callable[..., Any], *args: Any, include_scalars: bool = Fa
             continue  # a 0-d copy: almost always a Python number wrapped into a tensor (x * 0.5)
         found.append(" > ".join(reversed(chain)) + f"  {shape}")
     return found
+
+
+def ops_inside(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[str]:
+    """Every aten op `fn(*args)` ran, in order, including the ones a C++ kernel calls internally (which a
+    dispatch mode never sees, since it is popped while the kernel runs): ``["aten::empty_like", ...]``.
+    Returns the names; `fn`'s result is discarded."""
+    from torch.autograd.profiler_legacy import profile as legacy_profile
+
+    if not callable(fn):
+        raise TypeError(f"ops_inside needs a function to call, got {type(fn).__name__}")
+    with legacy_profile() as prof:
+        fn(*args, **kwargs)
+    return [ev.name for ev in sorted(prof.function_events, key=lambda e: e.time_range.start)
+            if ev.name.startswith("aten::")]
