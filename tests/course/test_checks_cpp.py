@@ -91,3 +91,13 @@ def test_a_probe_that_raises_is_reported() -> None:
 
 def test_source_that_is_not_a_string_is_refused() -> None:
     assert "expected the C++ source as a string" in _fails("99-cpp-type", 42)
+
+
+def test_register_gives_each_source_its_own_namespace_so_a_fixed_answer_rebuilds() -> None:
+    body = "at::Tensor twice(const at::Tensor& x) { return x.mul(%s); }"
+    with check("99-cpp-reg", points=1) as c:
+        c.build("twice_op", body % "3", register={"twice": "twice(Tensor x) -> Tensor"}, probe="OPS.twice(torch.ones(1))")
+        first = c.ops.twice(torch.ones(2))
+        c.build("twice_op", body % "2", register={"twice": "twice(Tensor x) -> Tensor"})
+        second = c.ops.twice(torch.ones(2))
+    assert first.tolist() == [3.0, 3.0] and second.tolist() == [2.0, 2.0]

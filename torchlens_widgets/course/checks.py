@@ -197,6 +197,7 @@ class Check:
         self.notebook = notebook
         self.feedback_html: list[str] = []
         self.test_cell = ""  # the file the test cell was compiled from: its helpers are off limits to answers
+        self.ops: Any = None  # the operators of the last `build(..., register=...)`
 
     @property
     def attempt(self) -> int:
@@ -388,15 +389,28 @@ class Check:
         return watched
 
     def build(self, name: str, source: object, *, headers: Sequence[str] | None = LEAN_HEADERS,
-              probe: str | None = None, hint: Hint = None) -> BuildReport:
+              probe: str | None = None, register: dict[str, str] | None = None, hint: Hint = None) -> BuildReport:
         """Build the learner's C++ `source` in a subprocess (never in this kernel), then load it here: the
         stub is "not done"; a compile error fails with the learner's own lines; a crash while loading or
-        during `probe` (a first call, run in that subprocess too) fails and leaves this kernel running."""
+        during `probe` (a first call, run in that subprocess too) fails and leaves this kernel running.
+
+        `register` ({function: schema}, e.g. {"relu_loop": "relu_loop(Tensor x) -> Tensor"}) adds the
+        TORCH_LIBRARY block itself, in a namespace of its own per source (`report.namespace`), so a learner
+        can rebuild a changed answer in the same kernel; `probe` may then say `OPS.relu_loop(...)`."""
         if not isinstance(source, str):
             self.fail(f"{name}: expected the C++ source as a string, got {_describe(source)}", hint)
         assert isinstance(source, str)
         if STUB_MESSAGE in source or "YOUR CODE HERE" in source:
             raise NotImplementedError(STUB_MESSAGE)
+        namespace = None
+        if register:
+            import hashlib
+
+            namespace = f"tlw_{name}_{hashlib.sha256(source.encode()).hexdigest()[:10]}"
+            defs = "".join(f'  m.def("{schema}", &{fn});\n' for fn, schema in register.items())
+            source = f"{source}\n\nTORCH_LIBRARY({namespace}, m) {{\n{defs}}}\n"
+            if probe is not None:
+                probe = f"OPS = getattr(torch.ops, {namespace!r})\n{probe}"
         try:
             report = build_inline(name, source, headers=headers, probe=probe)
         except BuildError as exc:
@@ -413,6 +427,8 @@ class Check:
             load_built(report)
         except BuildError as exc:
             self.fail(str(exc), hint)
+        if namespace is not None:
+            self.ops = getattr(torch.ops, namespace)
         return report
 
     def ops_inside(self, fn: Callable[..., Any], *args: Any) -> list[str]:
