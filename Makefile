@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 NPM    := ../$(BIN)/python ../tools/npm.py
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
-.PHONY: course env test lint test-js test-unit test-notebooks test-browser browser-deps benchmarks clean
+.PHONY: course env test lint test-js test-unit test-notebooks test-browser browser-deps cxx-deps benchmarks clean
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
@@ -32,7 +32,7 @@ $(VENV)/.installed: pyproject.toml labextension/package.json labextension/packag
 	  $(BIN)/jupyter server extension disable nbgrader.server_extensions.$$ext --sys-prefix || exit 1; done
 	touch $@
 
-test: env browser-deps lint test-js test-unit test-notebooks test-browser
+test: env browser-deps cxx-deps lint test-js test-unit test-notebooks test-browser
 
 lint: env
 	$(BIN)/ruff check torchlens_widgets tests benchmarks hatch_build.py
@@ -57,6 +57,13 @@ browser-deps:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
 	  else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq chromium; fi; } || \
 	  { echo "Browser tests need Debian's chromium at /usr/bin/chromium: apt-get install -y chromium"; exit 1; }
+
+# Notebook 09 and the build lens compile C++ (torch.utils.cpp_extension needs a compiler and ninja).
+cxx-deps:
+	@{ command -v c++ >/dev/null && command -v ninja >/dev/null; } || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq g++ ninja-build; \
+	  else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq g++ ninja-build; fi; } || \
+	  { echo "C++ extension tests need a C++ compiler and ninja: apt-get install -y g++ ninja-build"; exit 1; }
 
 benchmarks: env
 	$(BIN)/python benchmarks/bench_stride.py

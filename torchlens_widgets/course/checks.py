@@ -431,6 +431,28 @@ class Check:
             self.ops = getattr(torch.ops, namespace)
         return report
 
+    def rejects(self, fn: Callable[..., Any], *args: Any, says: Sequence[str] = (), what: str = "this input",
+                hint: Hint = None) -> str:
+        """`fn(*args)` must raise RuntimeError (what TORCH_CHECK raises) whose message contains each of
+        `says` (case-insensitive): an input is refused, and the error tells the caller what was wrong.
+        Returns the message."""
+        self._guard()
+        try:
+            fn(*args)
+        except RuntimeError as exc:
+            message = str(exc).splitlines()[0] if str(exc) else ""
+            missing = [w for w in says if w.lower() not in message.lower()]
+            if missing:
+                self.fail(f"{what}: refused, but the message {message[:200]!r} does not say "
+                          f"{' or '.join(repr(w) for w in missing)}", hint)
+            return message
+        except Exception as exc:  # another type: not what a TORCH_CHECK raises
+            self.fail(f"{what}: raised {type(exc).__name__} ({str(exc)[:120]}), expected a RuntimeError from a "
+                      "TORCH_CHECK", hint)
+        self.fail(f"{what} was accepted; it should be refused with an error that says "
+                  f"{', '.join(repr(w) for w in says) or 'what is wrong'}", hint)
+        return ""
+
     def ops_inside(self, fn: Callable[..., Any], *args: Any) -> list[str]:
         """The aten ops `fn(*args)` ran, the ones inside C++ kernels included (the profiler sees them; a
         dispatch mode does not), so a C++ answer can be held to "do the math yourself"."""
