@@ -518,3 +518,20 @@ def test_a_watched_answer_may_run_inside_the_tests_own_mode(progress: Path) -> N
         with OpCounter() as counter:
             mine(torch.ones(3))
         c.equal(counter.ops["mul"], 1)
+
+
+def test_rejects_wants_a_runtime_error_that_says_what_was_wrong() -> None:
+    from torchlens_widgets.course.checks import CheckFailed
+
+    def strict(x):
+        if x < 0:
+            raise RuntimeError("f: expected a non-negative number")
+        return x
+
+    with check("99-rejects-ok", points=1) as c:
+        assert c.rejects(strict, -1, says=["non-negative"], what="-1") == "f: expected a non-negative number"
+    for args, says, expect in [((1,), ["x"], "was accepted"), ((-1,), ["positive!"], "does not say"),
+                               (("a",), [], "expected a RuntimeError")]:
+        fn = strict if args != ("a",) else (lambda s: int(s))
+        with pytest.raises(CheckFailed, match=expect), check("99-rejects-bad", points=1) as c:
+            c.rejects(fn, *args, says=says)
