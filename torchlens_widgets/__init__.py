@@ -17,6 +17,8 @@ _WHERE = {
     "build_inline": "lenses.build",
     "BuildError": "lenses.build",
     "build_op": "widgets.build",
+    "contract_matrix": "lenses.contract",
+    "show_contract": "widgets.contract",
     "grad_graph": "lenses.autograd",
     "record_backward": "lenses.autograd",
     "DispatchTrace": "lenses.dispatch",
