@@ -26,12 +26,3 @@ def test_grid_marks_the_failing_case_with_its_difference() -> None:
     assert "✗ layout    storage offset 3: 12 of 12 values differ" in text
     assert "seconds" not in text and contract_text(report | {"seconds": 9.0}) == text
 
-
-def test_show_contract_gives_the_grid_and_the_text() -> None:
-    from torchlens_widgets import show_contract
-
-    x, y = torch.randn(2, 3), torch.randn(2, 3)
-    view = show_contract(_bug, lambda a, b: a * 2 + b, (x, y))
-    bundle = view._repr_mimebundle_()
-    assert 'data-case="storage offset 3"' in bundle["text/html"] and "✗ layout" in bundle["text/plain"]
-    assert not view.report.passed
