@@ -95,3 +95,14 @@ def test_a_registered_op_gets_opcheck_rows_and_a_missing_fake_shows() -> None:
 def test_bad_input_gets_advice(args, match: str) -> None:
     with pytest.raises(ContractError, match=match):
         contract_matrix(*args)
+
+
+def test_an_op_without_a_gradient_fails_the_requires_grad_case() -> None:
+    def no_grad_op(a, b):
+        with torch.no_grad():
+            return a * 2 + b
+
+    report = contract_matrix(no_grad_op, reference, (X, Y))
+    assert "does not require grad" in report.result("requires_grad").detail
+    wrong_grad = contract_matrix(lambda a, b: (a * 2 + b).detach() + 0 * a * a, reference, (X, Y))
+    assert "gradient of input 0 differs" in wrong_grad.result("requires_grad").detail
