@@ -1,0 +1,81 @@
+"""Wrong answers for notebook 10 (kernel to operator): each must fail its check for the reason in `expect`."""
+
+from __future__ import annotations
+
+from tests.course.wrong_answers import Wrong
+
+
+def _kernel(body: str, prelude: str = "") -> str:
+    return (f'SCALE_ADD_SOURCE = r"""\n{prelude}\nat::Tensor scale_add(const at::Tensor& x, const at::Tensor& y, '
+            f'double a) {{\n{body}\n}}\n"""\n')
+
+
+_LOOP = """  at::Tensor out = at::empty_like({x});
+  const float* px = {x}.data_ptr<float>();
+  const float* py = {y}.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (int64_t i = 0; i < {x}.numel(); ++i) po[i] = static_cast<float>(a) * px[i] + py[i];
+  return out;"""
+_CHECKS = """  TORCH_CHECK(x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat, "scale_add: float32 only");"""
+
+
+def _tests(body: str) -> str:
+    return f"def my_contract_tests(op):\n{body}\n"
+
+
+_GOOD_CASE = """    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    out = op(a.clone(), b.clone())
+    failed = [] if torch.allclose(out, 2.0 * a + b) else ["contiguous"]"""
+
+WRONG = {
+    "10-fix-kernel": [
+        Wrong("the naive kernel as given", _kernel(_CHECKS + "\n" + _LOOP.format(x="x", y="y")),
+              "non-contiguous (step 2)"),
+        Wrong("only x made contiguous", _kernel(_CHECKS + "\n  at::Tensor xc = x.contiguous();\n"
+                                               + _LOOP.format(x="xc", y="y")), "non-contiguous"),
+        Wrong("calls at::add", _kernel(_CHECKS + "\n  return at::add(y, x, a);", "#include <ATen/ops/add.h>"),
+              "aten::add", gaming=True),
+        Wrong("mul and add on tensors", _kernel(_CHECKS + "\n  return x.mul(a).add(y);"), "aten::mul", gaming=True),
+        Wrong("writes the result into x", _kernel(_CHECKS + """
+  at::Tensor xc = x.contiguous(), yc = y.contiguous();
+  float* px = xc.data_ptr<float>();
+  const float* py = yc.data_ptr<float>();
+  for (int64_t i = 0; i < xc.numel(); ++i) px[i] = static_cast<float>(a) * px[i] + py[i];
+  return xc;"""), "on (3, 4)"),
+    ],
+    "10-contract-tests": [
+        Wrong("never fails anything", _tests("    return []"), "your tests pass an op that"),
+        Wrong("contiguous inputs only", _tests(_GOOD_CASE + "\n    return failed"), "your tests pass an op that"),
+        Wrong("fails everything", _tests("    return ['everything']"), "your tests fail a correct op"),
+        Wrong("uses the package's contract matrix", _tests("""    from torchlens_widgets.lenses.contract import contract_matrix
+    r = contract_matrix(op, lambda a, b: 2.0 * a + b, (torch.randn(3, 4), torch.randn(3, 4)), opcheck=False)
+    return [x.name for x in r.failures()]"""), "asks you not to use", gaming=True),
+        Wrong("values only, never the inputs", _tests("""    failed = []
+    base_x, base_y = torch.randn(4, 6), torch.randn(4, 6)
+    for name, (a, b) in {"step 2": (base_x[:, ::2], base_y[:, ::2]), "empty": (torch.empty(0, 3), torch.empty(0, 3)),
+                         "offset": (base_x.reshape(-1)[5:17], base_y.reshape(-1)[5:17])}.items():
+        want = 2.0 * a + b
+        out = op(a, b)
+        if out.shape != want.shape or not torch.allclose(out, want):
+            failed.append(name)
+    return failed"""), "writes into x"),
+    ],
+    "10-predict-grid": [
+        Wrong("nothing fails", "PREDICT_STRICT_FAILS = set()\n", "the failing cases"),
+        Wrong("forgets the catch-all's autograd and meta rows", """PREDICT_STRICT_FAILS = {"dtype float64", "dtype float16",
+    "dtype bfloat16", "non-contiguous (step 2)", "expanded (stride 0)", "first non-contiguous, rest contiguous",
+    "transposed"}
+""", "the failing cases"),
+        Wrong("thinks an offset is non-contiguous", """PREDICT_STRICT_FAILS = {"dtype float64", "dtype float16",
+    "dtype bfloat16", "non-contiguous (step 2)", "expanded (stride 0)", "first non-contiguous, rest contiguous",
+    "transposed", "storage offset 3", "requires_grad", "meta tensors", "fake tensors"}
+""", "the failing cases"),
+        Wrong("a list instead of a set", """PREDICT_STRICT_FAILS = ["dtype float64"]
+""", "give a set of case names"),
+        Wrong("every case name", """PREDICT_STRICT_FAILS = {"as given", "dtype float32", "dtype float64", "dtype float16",
+    "dtype bfloat16", "non-contiguous (step 2)", "storage offset 3", "expanded (stride 0)",
+    "first non-contiguous, rest contiguous", "transposed", "empty (0 rows)", "one element", "0-d",
+    "larger (4096 elements per row)", "same tensor twice", "requires_grad", "meta tensors", "fake tensors"}
+""", "the failing cases", gaming=True),
+    ],
+}
