@@ -101,13 +101,10 @@ class BuildReport:
     directory: str
     log_tail: str = field(repr=False, default="")
     probe_error: str | None = None  # what the probe (a first call in the build process) raised, if anything
-    _load: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (for widgets and tests)."""
-        d = asdict(self)
-        d.pop("_load")
-        return d
+        return asdict(self)
 
     def summary(self) -> str:
         """A few lines: outcome, time per step, headers read, first errors."""
@@ -339,7 +336,7 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
         count, size, groups = _headers(folder)
         return BuildReport(name=name, ok=True, cache="hit", seconds=time.monotonic() - mono, steps=(),
                            flags=_flags(folder), includes=includes, header_files=count, header_bytes=size,
-                           header_groups=groups, errors=(), library=hit, directory=str(folder), _load=spec)
+                           header_groups=groups, errors=(), library=hit, directory=str(folder))
     t0 = time.time()
     out_lines: list[str] = []
     with tempfile.TemporaryFile() as err:
@@ -376,7 +373,7 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
         name=name, ok=ok, cache="hit" if ok and not steps else "miss", seconds=seconds, steps=steps, flags=_flags(folder),
         includes=includes, header_files=count, header_bytes=size, header_groups=groups,
         errors=_map_errors(stdout + "\n" + stderr, source, folder / "main.cpp"), library=library or None,
-        directory=str(folder), log_tail=(stdout + stderr)[-4000:], _load=spec,
+        directory=str(folder), log_tail=(stdout + stderr)[-4000:],
     )
     loaded = library is not None
     probe_error = next((json.loads(ln.split("=", 1)[1]) for ln in stdout.splitlines()

@@ -13,7 +13,7 @@ from .theme import STYLE, var
 __all__ = ["DTABLE_CSS", "choice_dict", "dispatch_table_html", "dispatch_table_text"]
 
 _TORCH_NAMESPACES = ("aten", "prims", "quantized", "_quantized", "torchvision", "_c10d_functional", "c10d")
-_CSS = (
+DTABLE_CSS = (
     ".tlw-dtable{font:13px/1.4 var(--jp-ui-font-family,sans-serif)}"
     ".tlw-dtable table{border-collapse:collapse;margin:4px 0}"
     f".tlw-dtable th{{text-align:left;border-bottom:1px solid {var('line')};padding:2px 10px 2px 0}}"
@@ -59,16 +59,13 @@ def dispatch_table_text(table: Mapping[str, Any], choice: Mapping[str, Any] | No
     return "\n".join(lines)
 
 
-DTABLE_CSS = _CSS
-
-
 def dispatch_table_html(table: Mapping[str, Any], choice: Mapping[str, Any] | None = None,
                         fragment: bool = False) -> str:
     """The table; with `choice`, the walk first and the row that runs highlighted. `fragment`: without the
     themed wrapper and its style (for a widget that holds several and styles them once)."""
     op = str(table["op"])
     entries = {e["key"]: e for e in table["entries"]}
-    parts = [] if fragment else [f'<div class="tlw-dtable tlw-theme"><style>{STYLE}{_CSS}</style>',
+    parts = [] if fragment else [f'<div class="tlw-dtable tlw-theme"><style>{STYLE}{DTABLE_CSS}</style>',
                                  f"<div><b>{esc(op)}</b> <code class=\"muted\">{esc(table.get('schema', ''))}</code></div>"]
     walked: set[str] = set()
     if choice is not None:

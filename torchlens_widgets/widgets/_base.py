@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -52,3 +53,37 @@ class FallbackWidget(anywidget.AnyWidget):
         data["image/svg+xml"] = self.static_svg()
         data["text/plain"] = self.static_text()
         return data, meta
+
+
+class HtmlFallbackWidget(FallbackWidget):
+    """A widget whose static fallback is HTML (a table, not a picture): `static_html` instead of SVG."""
+
+    def static_html(self) -> str:
+        raise NotImplementedError
+
+    def static_svg(self) -> str:
+        raise NotImplementedError(f"{type(self).__name__}'s static fallback is HTML: use static_html()")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """Widget view + static HTML + text/plain."""
+        bundle_ = anywidget.AnyWidget._repr_mimebundle_(self, **kwargs)
+        data, meta = bundle_ if isinstance(bundle_, tuple) else (bundle_ or {}, {})
+        data = dict(data)
+        data["text/html"] = self.static_html()
+        data["text/plain"] = self.static_text()
+        return data, meta
+
+
+class ReportView:
+    """A lens report (anything with `to_dict()`) shown without a widget model: HTML in a notebook, text
+    elsewhere. Subclasses name the two renderers."""
+
+    render_html: Callable[[dict[str, Any]], str]
+    render_text: Callable[[dict[str, Any]], str]
+
+    def __init__(self, report: Any) -> None:
+        self.report = report
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        data = self.report.to_dict()
+        return {"text/html": type(self).render_html(data), "text/plain": type(self).render_text(data)}

@@ -7,23 +7,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ..lenses.build import LEAN_HEADERS, BuildReport, build_inline, load_built
 from ..render.build import build_html, build_progress_html, build_text
+from ._base import ReportView
 
 __all__ = ["BuildView", "build_op"]
 
 
-class BuildView:
+class BuildView(ReportView):
     """A build report for display: HTML in a notebook, deterministic text elsewhere."""
 
-    def __init__(self, report: BuildReport) -> None:
-        self.report = report
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        data = self.report.to_dict()
-        return {"text/html": build_html(data), "text/plain": build_text(data)}
+    render_html = staticmethod(build_html)
+    render_text = staticmethod(build_text)
 
 
 def build_op(name: str, source: str, *, headers: Sequence[str] | None = LEAN_HEADERS, load: bool = True,

@@ -8,21 +8,18 @@ from typing import Any
 
 import torch
 
-from ..lenses.contract import ContractReport, contract_matrix
+from ..lenses.contract import contract_matrix
 from ..render.contract import contract_html, contract_text
+from ._base import ReportView
 
 __all__ = ["ContractView", "show_contract"]
 
 
-class ContractView:
+class ContractView(ReportView):
     """A contract report for display: the grid in a notebook, one line per case elsewhere."""
 
-    def __init__(self, report: ContractReport) -> None:
-        self.report = report
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        data = self.report.to_dict()
-        return {"text/html": contract_html(data), "text/plain": contract_text(data)}
+    render_html = staticmethod(contract_html)
+    render_text = staticmethod(contract_text)
 
 
 def show_contract(op: Callable[..., Any], reference: Callable[..., Any], example: Sequence[torch.Tensor],

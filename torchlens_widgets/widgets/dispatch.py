@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import anywidget
 import traitlets as t
 
 from ..render.dispatch import DEFAULT_FILTERS, dispatch_html, dispatch_text, filter_model, trace_model
-from ._base import FallbackWidget, bundle
+from ._base import HtmlFallbackWidget, bundle
 
 
-class DispatchTraceWidget(FallbackWidget):
+class DispatchTraceWidget(HtmlFallbackWidget):
     """Live dispatch trace. `filters` = {text, hide_views, only_copies, empty_calls};
     `collapsed` = ids of folded calls ("c3"). Both are set by the page and may be set from Python.
     """
@@ -65,20 +64,8 @@ class DispatchTraceWidget(FallbackWidget):
     def static_html(self) -> str:
         return dispatch_html(self.shown(), self.collapsed)
 
-    def static_svg(self) -> str:
-        raise NotImplementedError("the dispatch trace's static fallback is HTML: use static_html()")
-
     def static_text(self) -> str:
         return dispatch_text(self.shown())
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        """Widget view + static HTML + text/plain (HTML, not SVG: a trace is a table)."""
-        bundle = anywidget.AnyWidget._repr_mimebundle_(self, **kwargs)
-        data, meta = bundle if isinstance(bundle, tuple) else (bundle or {}, {})
-        data = dict(data)
-        data["text/html"] = self.static_html()
-        data["text/plain"] = self.static_text()
-        return data, meta
 
 
 def _id_order(call_id: str) -> int:

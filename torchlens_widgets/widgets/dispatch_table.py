@@ -7,19 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import anywidget
 import traitlets as t
 
 from ..lenses.dispatch_table import DispatchTableError, dispatch_table, scenarios
 from ..render.dispatch_table import DTABLE_CSS, choice_dict, dispatch_table_html, dispatch_table_text
 from ..render.markup import esc
 from ..render.theme import STYLE
-from ._base import FallbackWidget, bundle
+from ._base import HtmlFallbackWidget, bundle
 
 __all__ = ["DispatchTableWidget", "show_dispatch_table"]
 
 
-class DispatchTableWidget(FallbackWidget):
+class DispatchTableWidget(HtmlFallbackWidget):
     """`model` = {op, schema, css, scenarios: [{name, chosen, html, text}]}; `selected` = a scenario's name
     (set by the page's buttons, or from Python)."""
 
@@ -48,19 +47,8 @@ class DispatchTableWidget(FallbackWidget):
         return (f'<div class="tlw-dtable tlw-theme"><style>{STYLE}{DTABLE_CSS}</style>'
                 f"<div><b>{esc(self.model['op'])}</b>, {esc(s['name'])}:</div>{s['html']}</div>")
 
-    def static_svg(self) -> str:
-        raise NotImplementedError("the dispatch table's static fallback is HTML: use static_html()")
-
     def static_text(self) -> str:
         return f"{self._current()['name']}:\n{self._current()['text']}"
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        bundle_ = anywidget.AnyWidget._repr_mimebundle_(self, **kwargs)
-        data, meta = bundle_ if isinstance(bundle_, tuple) else (bundle_ or {}, {})
-        data = dict(data)
-        data["text/html"] = self.static_html()
-        data["text/plain"] = self.static_text()
-        return data, meta
 
 
 def show_dispatch_table(op: object, *args: Any, selected: str = "as given") -> DispatchTableWidget:
