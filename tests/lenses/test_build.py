@@ -132,3 +132,20 @@ def test_the_test_run_builds_in_a_throwaway_cache() -> None:
     from torchlens_widgets.lenses.build import build_dir
 
     assert not str(build_dir()).startswith(str(Path.home() / ".cache")), build_dir()
+
+
+def test_progress_is_read_from_the_build_folder_not_from_ninja_s_late_output(tmp_path: Path) -> None:
+    from torchlens_widgets.lenses.build import _phase
+
+    assert _phase(tmp_path, 0.0) == "starting the compiler"
+    (tmp_path / "build.ninja").write_text("rule compile\nrule link\n"
+                                          f"build main.o: compile {tmp_path}/main.cpp\nbuild lib.so: link main.o\n")
+    (tmp_path / "main.o").write_text("from an earlier build")
+    since = (tmp_path / "main.o").stat().st_mtime + 1
+    assert _phase(tmp_path, since) == "step 1 of 2: compiling main.cpp"  # a stale object is not progress
+    import os
+    os.utime(tmp_path / "main.o", (since + 1, since + 1))
+    assert _phase(tmp_path, since) == "step 2 of 2: linking the library"
+    (tmp_path / "lib.so").write_text("")
+    os.utime(tmp_path / "lib.so", (since + 2, since + 2))
+    assert _phase(tmp_path, since) == "loading the library"

@@ -42,7 +42,6 @@ LEAN_HEADERS = ("ATen/core/Tensor.h", "ATen/Parallel.h", "ATen/ops/empty.h", "AT
                 "torch/library.h")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<kind>fatal error|error|warning): (?P<msg>.*)$")
-_STEP = re.compile(r"^\[(\d+)/(\d+)\] ")
 
 
 class BuildError(RuntimeError):
@@ -255,14 +254,23 @@ def _map_errors(stderr: str, source: str, main: Path) -> tuple[CompileError, ...
     return tuple(dict.fromkeys(errors))
 
 
-def _step_words(line: str) -> str:
-    """"[1/2] c++ -MMD ... -c main.cpp -o main.o ..." → "step 1 of 2: compiling main.cpp"."""
-    m = _STEP.match(line)
-    where = f"step {m[1]} of {m[2]}: " if m else ""
-    if " -c " in line:
-        src = re.search(r" -c (\S+)", line)
-        return f"{where}compiling {Path(src[1]).name if src else 'the source'}"
-    return f"{where}linking the library"
+def _phase(folder: Path, since: float) -> str:
+    """What the build in `folder` is doing now, read from its files ("step 1 of 2: compiling main.cpp").
+
+    Not from ninja's output: without a terminal ninja prints a step only once it has finished."""
+    try:
+        edges = re.findall(r"^build (\S+): (\w+) (\S+)", (folder / "build.ninja").read_text(), re.M)
+    except OSError:
+        return "starting the compiler"
+    for i, (out, rule, src) in enumerate(edges, 1):
+        try:
+            done = (folder / out).stat().st_mtime >= since
+        except OSError:
+            done = False
+        if not done:
+            what = f"compiling {Path(src).name}" if rule == "compile" else "linking the library"
+            return f"step {i} of {len(edges)}: {what}"
+    return "loading the library" if edges else "starting the compiler"
 
 
 MARKER = "built.json"  # written once a build compiled and its library loaded in the build process
@@ -356,8 +364,7 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
                 raise BuildError(f"{name}: the build ran past {timeout:.0f} s and was stopped; a lean build "
                                  f"(headers=LEAN_HEADERS) takes ~10 s here, torch/extension.h ~30 s")
             if on_progress is not None:
-                started = [ln for ln in out_lines if _STEP.match(ln)]
-                on_progress(_step_words(started[-1]) if started else "starting the compiler", elapsed)
+                on_progress(_phase(folder, t0), elapsed)
             time.sleep(0.25)
         reader.join(timeout=5)
         err.seek(0)
