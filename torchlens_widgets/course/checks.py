@@ -668,6 +668,11 @@ def _protect_package() -> None:
             getattr(top, name)
     integrity.protect(package, top)
     integrity.protect(__name__, sys.modules[__name__])
+    import torch.library  # opcheck, register_fake, register_autograd: what operator checks call
+
+    integrity.protect("torch.library", torch.library)
+    if "torch._dynamo" in sys.modules:  # explain / reset, when a notebook compiles (importing it costs ~2 s)
+        integrity.protect("torch._dynamo", sys.modules["torch._dynamo"])
     integrity.protect(f"{__name__}.Check", Check)
     integrity.protect(f"{__name__}.check", check)
     integrity.protect(f"{__name__}.Layout", Layout)
