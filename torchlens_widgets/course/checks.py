@@ -655,11 +655,15 @@ class check:
 
 def _protect_package() -> None:
     """The lenses and this module are what test cells trust: patching them is tampering too."""
-    from ..lenses import allocator, asyncexec, autograd, copies, dispatch, memory, meters, timing  # noqa: F401 - load them
+    import importlib
+
+    for lens in ("allocator", "asyncexec", "autograd", "copies", "dispatch", "memory", "meters", "package", "timing"):
+        importlib.import_module(f"..lenses.{lens}", __package__)  # load them
 
     package = __name__.rsplit(".", 2)[0]
     # by module name: the package re-exports a function called `layout`, which shadows the module attribute
-    for name in ("allocator", "asyncexec", "autograd", "copies", "dispatch", "layout", "memory", "meters", "timing"):
+    for name in ("allocator", "asyncexec", "autograd", "copies", "dispatch", "layout", "memory", "meters", "package",
+                 "timing"):
         module = sys.modules[f"{package}.lenses.{name}"]
         integrity.protect(module.__name__, module)
     top = sys.modules[package]
