@@ -7,6 +7,7 @@ the course layer (the Jupyter server extension) do not import torch.
 
 from __future__ import annotations
 
+import sys
 from importlib import import_module
 from typing import Any
 
@@ -47,10 +48,18 @@ _WHERE = {
 __all__ = sorted(_WHERE, key=str.lower)
 
 
+def _note_torch() -> None:
+    """Where torch is loaded, let the checks note its functions now, before a learner's answer cell can
+    patch one (a check imported later would take the patch for the original)."""
+    if "torch" in sys.modules:
+        import_module(".course.integrity", __name__)
+
+
 def __getattr__(name: str) -> Any:
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module 'torchlens_widgets' has no attribute {name!r}")
+    _note_torch()
     value = getattr(import_module(f".{where}", __name__), name)
     globals()[name] = value  # later lookups skip this function
     return value
@@ -58,3 +67,6 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_WHERE))
+
+
+_note_torch()

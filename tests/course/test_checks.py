@@ -535,3 +535,31 @@ def test_rejects_wants_a_runtime_error_that_says_what_was_wrong() -> None:
         fn = strict if args != ("a",) else (lambda s: int(s))
         with pytest.raises(CheckFailed, match=expect), check("99-rejects-bad", points=1) as c:
             c.rejects(fn, *args, says=says)
+
+
+def test_a_patch_made_before_the_checks_loaded_is_found_and_put_back() -> None:
+    """An answer cell can run before any test cell imports the checks: the patch must not become 'the original'."""
+    import subprocess
+    import sys
+
+    script = """
+import torch
+torch.equal = lambda *a, **k: True
+torch.Tensor.stride = lambda self, *a: (1,)
+from torchlens_widgets.course import check, CheckFailed
+try:
+    with check("zz-early", points=1) as c:
+        c.equal(torch.ones(2), torch.zeros(2), what="x")
+    print("PASSED")
+except CheckFailed as exc:
+    print("FAILED:", exc)
+print("repaired:", torch.equal(torch.ones(2), torch.zeros(2)) is False, torch.ones(2, 3).stride() == (3, 1))
+import torchlens_widgets, sys
+"""
+    env_script = "import torch, sys\nimport torchlens_widgets\nprint('noted:', 'torchlens_widgets.course.integrity' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout
+    assert "FAILED:" in out and "torch.equal was replaced before the checks were loaded" in out, out
+    assert "torch.Tensor.stride was replaced before the checks were loaded" in out, out
+    assert "repaired: True True" in out, out
+    noted = subprocess.run([sys.executable, "-c", env_script], capture_output=True, text=True, timeout=120).stdout
+    assert "noted: True" in noted, noted  # importing the package beside torch takes the snapshot at once

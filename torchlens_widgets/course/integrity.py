@@ -26,8 +26,8 @@ from torch.utils._python_dispatch import _disable_current_modes
 __all__ = ["Tampering", "clean", "tampering", "trusted_equal", "trusted_allclose"]
 
 # Captured at import: what checks call, whatever the learner later rebinds.
-trusted_equal = torch.equal
-trusted_allclose = torch.allclose
+trusted_equal = torch._C._VariableFunctions.equal  # where torch defines it: right even if torch.equal was patched
+trusted_allclose = torch._C._VariableFunctions.allclose
 _DisableTorchFunction = torch._C.DisableTorchFunction
 _disable_modes = _disable_current_modes
 _len_fn_stack = torch._C._len_torch_function_stack
@@ -57,6 +57,21 @@ def _watched(name: str, value: Any) -> bool:
 def _callables(owner: Any) -> dict[str, Any]:
     """The callable attributes of a module or class, as they are now (descriptors included)."""
     return {name: value for name, value in list(vars(owner).items()) if _watched(name, value)}
+
+
+def _from_a_notebook(value: Any) -> bool:
+    """Defined in the notebook (or script) itself: never torch's or the package's own function, so found in
+    their namespaces it was patched in before the snapshot was taken."""
+    return getattr(getattr(value, "__func__", value), "__module__", None) == "__main__"
+
+
+def _torch_original(label: str, name: str) -> Any:
+    """torch's own function for `torch.NAME` / `torch.Tensor.NAME`, looked up where torch defines it."""
+    if label == "torch":
+        return getattr(torch._C._VariableFunctions, name, None)
+    if label == "torch.Tensor":
+        return vars(torch._C.TensorBase).get(name)
+    return None
 
 
 def _torch_wrapper_of(new: Any, original: Any) -> bool:
@@ -135,8 +150,18 @@ def tampering(repair: bool = True) -> Tampering:
     for label, names in _SNAPSHOT.items():
         owner = _OWNERS[label]
         current = vars(owner)
-        for name, original in names.items():
+        for name, original in list(names.items()):
             now = current.get(name, _MISSING)
+            if now is original and _from_a_notebook(now):  # patched before the checks were loaded
+                found.append(f"{label}.{name} was replaced before the checks were loaded")
+                fixed = _torch_original(label, name)
+                if repair and fixed is not None:
+                    setattr(owner, name, fixed)
+                    names[name] = fixed
+                elif repair and isinstance(owner, type) and any(name in vars(b) for b in owner.__mro__[1:]):
+                    delattr(owner, name)  # a shadowing attribute: the inherited method comes back
+                    names.pop(name)
+                continue
             if now is not original and _torch_wrapper_of(now, original):
                 names[name] = now  # torch rebinding its own function: trust the wrapper from now on
             elif now is not original:
