@@ -23,6 +23,10 @@ NBGRADER = Path(sys.executable).parent / "nbgrader"
 ASSIGNMENT = "ps"
 COURSE_ID = "torchlens"
 STUDENTS = ("ref", "stub")
+# Notebooks that build C++ or a package take 25-50 s a run: nbgrader grades only their reference here. That
+# nbgrader scores a stub 0 is shown on every other notebook, and these stubs fail every check in
+# test_notebook_stubs.py; together that keeps CI under its 30 minutes.
+REFERENCE_ONLY = ("09-", "10-", "11-", "19-")
 SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 
 
@@ -112,10 +116,12 @@ def test_nbgrader_generates_and_autogrades(path: Path, tmp_path: Path) -> None:
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
         assert marker not in release_text, f"the nbgrader release still contains {marker!r}"
 
-    for student in STUDENTS:  # autograde adds them to the gradebook (Autograde.create_student is on by default)
+    students = ("ref",) if path.name.startswith(REFERENCE_ONLY) else STUDENTS
+    for student in students:  # autograde adds them to the gradebook (Autograde.create_student is on by default)
         (root / "submitted" / student / ASSIGNMENT).mkdir(parents=True)
     nbformat.write(_reference_submission(release, source), root / "submitted" / "ref" / ASSIGNMENT / path.name)
-    shutil.copy(released, root / "submitted" / "stub" / ASSIGNMENT / path.name)
+    if "stub" in students:
+        shutil.copy(released, root / "submitted" / "stub" / ASSIGNMENT / path.name)
 
     _nbgrader(root, env, "autograde", ASSIGNMENT, "--force", "--ExecutePreprocessor.timeout=180", timeout=900)
 
@@ -124,13 +130,13 @@ def test_nbgrader_generates_and_autogrades(path: Path, tmp_path: Path) -> None:
     assert full > 0
     scores: dict[str, tuple[float, float, dict[str, float | None]]] = {}
     with Gradebook(db_url, COURSE_ID) as gb:
-        for student in STUDENTS:
+        for student in students:
             sub = gb.find_submission_notebook(path.stem, ASSIGNMENT, student)
             per_cell = {g.name: g.auto_score for g in sub.grades}
             scores[student] = (sub.score, sub.max_score, per_cell)
-    print(f"{path.stem}: " + ", ".join(f"{s} {scores[s][0]:g}/{scores[s][1]:g}" for s in STUDENTS))
+    print(f"{path.stem}: " + ", ".join(f"{s} {scores[s][0]:g}/{scores[s][1]:g}" for s in students))
 
-    for student in STUDENTS:
+    for student in students:
         score, max_score, per_cell = scores[student]
         assert set(per_cell) == set(points), f"{student}: graded cells {sorted(per_cell)} != {sorted(points)}"
         missing = sorted(gid for gid, s in per_cell.items() if s is None)
@@ -142,5 +148,6 @@ def test_nbgrader_generates_and_autogrades(path: Path, tmp_path: Path) -> None:
     assert ref_score == full, f"ref scored {ref_score}/{full}; cells short of full marks: {short}\n" + _failures(
         root / "autograded" / "ref" / ASSIGNMENT / path.name
     )
-    stub_score, _, stub_cells = scores["stub"]
-    assert stub_score == 0, f"the unchanged release scored {stub_score}: {stub_cells}"
+    if "stub" in scores:
+        stub_score, _, stub_cells = scores["stub"]
+        assert stub_score == 0, f"the unchanged release scored {stub_score}: {stub_cells}"
