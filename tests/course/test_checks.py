@@ -554,7 +554,6 @@ try:
 except CheckFailed as exc:
     print("FAILED:", exc)
 print("repaired:", torch.equal(torch.ones(2), torch.zeros(2)) is False, torch.ones(2, 3).stride() == (3, 1))
-import torchlens_widgets, sys
 """
     env_script = "import torch, sys\nimport torchlens_widgets\nprint('noted:', 'torchlens_widgets.course.integrity' in sys.modules)\n"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout
