@@ -51,3 +51,11 @@ def test_progress_line() -> None:
     html = build_progress_html("axpy<", "step 1 of 2: compiling main.cpp", 3.4)
     assert "axpy&lt;" in html and "compiling main.cpp" in html and "(3 s)" in html
     _parse(html)
+
+
+def test_precompiled_headers_are_said_to_be_loaded_not_read() -> None:
+    plain, fast = build_html(OK), build_html(OK | {"precompiled": True})
+    assert "the compiler read" in "".join(_parse(plain).itertext()) and "precompiled" not in plain
+    text = "".join(_parse(fast).itertext())
+    assert "precompiled" in text and "the compiler read" not in text
+    assert "precompiled" in build_text(OK | {"precompiled": True}) and "precompiled" not in build_text(OK)

@@ -45,6 +45,8 @@ def build_text(report: Mapping[str, Any]) -> str:
     if report["header_files"]:
         lines.append(f"  headers read: {report['header_files']} files, {_mb(report['header_bytes'])}")
         lines += [f"    {g['group']}: {g['files']}" for g in report["header_groups"]]
+        if report.get("precompiled"):
+            lines.append("  (precompiled: loaded as the compiler's saved state, not read)")
     return "\n".join(lines)
 
 
@@ -81,7 +83,9 @@ def build_html(report: Mapping[str, Any]) -> str:
     if report["header_files"]:
         rows = "".join(f"<tr><td>{esc(g['group'])}</td><td class=\"num\">{g['files']}</td>"
                        f"<td class=\"num\">{_mb(g['bytes'])}</td></tr>" for g in report["header_groups"])
-        parts.append(f"<div>the compiler read <b>{report['header_files']}</b> header files "
+        verb = ("these headers came <b>precompiled</b>: the compiler loaded their parsed state, made once for "
+                "this machine, instead of reading" if report.get("precompiled") else "the compiler read")
+        parts.append(f"<div>{verb} <b>{report['header_files']}</b> header files "
                      f"({_mb(report['header_bytes'])}):</div>"
                      f"<table><tr><th>from</th><th class=\"num\">files</th><th class=\"num\">size</th></tr>{rows}</table>")
     if report.get("flags"):

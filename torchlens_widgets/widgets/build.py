@@ -24,7 +24,7 @@ class BuildView(ReportView):
 
 def build_op(name: str, source: str, *, headers: Sequence[str] | None = LEAN_HEADERS, load: bool = True,
              extra_cflags: Sequence[str] = (), directory: Path | str | None = None, timeout: float = 180.0,
-             show: bool = True) -> BuildReport:
+             show: bool = True, precompiled: bool = True) -> BuildReport:
     """Build `source` (see lenses.build.build_inline) with a live status line, show the report, and (when
     `load` and it built) load it so its TORCH_LIBRARY ops appear under torch.ops. Returns the report."""
     handle = None
@@ -47,7 +47,7 @@ def build_op(name: str, source: str, *, headers: Sequence[str] | None = LEAN_HEA
                            "text/plain": f"building {name}..."}, raw=True)
 
     report = build_inline(name, source, headers=headers, extra_cflags=extra_cflags, directory=directory,
-                          timeout=timeout, on_progress=progress)
+                          timeout=timeout, on_progress=progress, precompiled=precompiled)
     if load and report.ok:
         load_built(report)
     if handle is not None:
