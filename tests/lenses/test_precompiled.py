@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from torchlens_widgets.lenses import precompiled as pch
-from torchlens_widgets.lenses.build import LEAN_HEADERS, BuildError, _precompiled_slot, build_inline, prepare
+from torchlens_widgets.lenses.build import (
+    LEAN_HEADERS,
+    BuildError,
+    _precompiled_slot,
+    build_inline,
+    precompiled_header,
+    prepare,
+)
 
 needs_gcc = pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None or not pch.enabled(),
                                reason="needs GCC (c++) and ninja")
@@ -40,6 +47,7 @@ def test_a_cold_lean_build_uses_the_precompiled_headers_once_they_exist(tmp_path
     said = prepare()  # the checkout's shared slot (conftest): made here if no test made it yet, else waited for
     slot = _precompiled_slot(LEAN_HEADERS, ["-O2"])
     assert slot is not None and pch.usable(slot), said
+    assert precompiled_header() == slot / (pch.HEADER + ".gch")
     assert Path(os.environ[pch.ENV_DIR]) in slot.parents  # the tests' own slot, never the learner's cache
     plain = build_inline("tlw_pch_plain", _op("plain"), directory=tmp_path, precompiled=False)
     fast = build_inline("tlw_pch_fast", _op("fast"), directory=tmp_path)
@@ -140,7 +148,7 @@ def test_only_lean_builds_with_default_flags_use_them(monkeypatch: pytest.Monkey
     assert _precompiled_slot(LEAN_HEADERS, ["-O3"]) is None  # other flags: another compiler state
     assert _precompiled_slot(("ATen/core/Tensor.h",), ["-O2"]) is None  # not the whole lean set
     monkeypatch.setenv(pch.ENV_OFF, "0")
-    assert _precompiled_slot(LEAN_HEADERS, ["-O2"]) is None
+    assert _precompiled_slot(LEAN_HEADERS, ["-O2"]) is None and precompiled_header() is None
     assert "off" in prepare()
 
 
