@@ -21,6 +21,7 @@ _WHERE = {
     "compile_trace": "lenses.compile_trace",
     "CompileTrace": "lenses.compile_trace",
     "CompileTraceError": "lenses.compile_trace",
+    "show_compile": "widgets.compile_trace",
     "contract_matrix": "lenses.contract",
     "show_contract": "widgets.contract",
     "grad_graph": "lenses.autograd",

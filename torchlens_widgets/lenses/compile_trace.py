@@ -144,6 +144,9 @@ class CompileTrace:
     recompiles: tuple[Recompile, ...]
     kernels: tuple[Kernel, ...]
     seconds: float
+    filename: str = ""  # where the function's source is, and its lines (empty when Python has no source)
+    first_line: int = 0
+    source: tuple[str, ...] = ()
     result: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -483,6 +486,20 @@ def _assemble(fn: Any, backend: str, calls: int, graphs: list[CapturedGraph], br
                                     against=tuple(against)))
 
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    filename, first, lines_of_fn = _source_of(fn)
     return CompileTrace(function=name, backend=backend, calls=calls, graphs=tuple(graphs), breaks=tuple(breaks),
                         frames=tuple(frames), recompiles=tuple(recompiles), kernels=tuple(kernels),
-                        seconds=seconds, result=result)
+                        seconds=seconds, filename=filename, first_line=first, source=lines_of_fn, result=result)
+
+
+def _source_of(fn: Any) -> tuple[str, int, tuple[str, ...]]:
+    """The function's (or a module's forward's) file, first line and source lines, for pictures."""
+    import inspect
+
+    target = fn if inspect.isfunction(fn) or inspect.ismethod(fn) else getattr(type(fn), "forward", fn)
+    try:
+        lines, first = inspect.getsourcelines(target)
+        filename = inspect.getsourcefile(target) or ""
+    except (OSError, TypeError):
+        return "", 0, ()
+    return filename, first, tuple(line.rstrip("\n") for line in lines)
