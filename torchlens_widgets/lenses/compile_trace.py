@@ -271,12 +271,16 @@ def _structured_events() -> Iterator[_Events]:
     trace_log.addHandler(handler)
     trace_log.setLevel(logging.DEBUG)
     trace_log.propagate = False
+    quiet = logging.getLogger("torch._dynamo")  # its warnings (a break at .item()) are in the trace as data
+    quiet_level = quiet.level
+    quiet.setLevel(logging.ERROR)
     try:
         yield handler
     finally:
         trace_log.removeHandler(handler)
         trace_log.setLevel(level)
         trace_log.propagate = propagate
+        quiet.setLevel(quiet_level)
 
 
 def _cid(meta: dict[str, Any]) -> str | None:
@@ -285,15 +289,26 @@ def _cid(meta: dict[str, Any]) -> str | None:
     return f"{meta['frame_id']}/{meta.get('frame_compile_id', 0)}"
 
 
+def _fresh_dynamo_state() -> None:
+    """Forget shape history (automatic dynamic) and restart compile ids at 0/0, as a new process would; unlike
+    torch._dynamo.reset() this keeps other functions' compiled code (and the weak references that clean it up)."""
+    from torch._dynamo import convert_frame, pgo, utils
+
+    with convert_frame.compile_lock:
+        pgo.reset_code_state()
+        utils.reset_frame_count()
+        convert_frame.FRAME_COUNTER = 0
+        convert_frame.FRAME_COMPILE_COUNTER.clear()
+
+
 def compile_trace(fn: Callable[..., Any], *args: Any, calls: list[tuple[Any, ...]] | None = None,
                   backward: bool = False, **compile_kwargs: Any) -> CompileTrace:
     """Compile `fn` with torch.compile's machinery and run it on `args` (or on each tuple in `calls`, to see
     recompiles), recording what each stage did. `backward=True` also runs backward from the outputs that
     need grad (their sum), so Inductor compiles the backward graph too (it does so lazily, at the first
     backward). `compile_kwargs`: backend ("inductor", "aot_eager", "eager"),
-    fullgraph, dynamic, mode, options, as for torch.compile. Starts from a fresh Dynamo state, as
-    torch._dynamo.explain does (compile ids from 0/0, no shape history from earlier runs): functions compiled
-    before compile again on their next call."""
+    fullgraph, dynamic, mode, options, as for torch.compile. Starts as a new process would: compile ids from
+    0/0, no shape history from earlier runs, its own cache of compiled code."""
     import torch
 
     if not callable(fn):
@@ -356,7 +371,7 @@ def compile_trace(fn: Callable[..., Any], *args: Any, calls: list[tuple[Any, ...
     def failed(fail: Any) -> None:
         failures.append(str(getattr(fail, "reason", fail)))
 
-    torch._dynamo.reset()
+    _fresh_dynamo_state()
     before = len(output_graph.graph_break_reasons)
     compiled = torch._dynamo.optimize(record, nopython=bool(compile_kwargs.get("fullgraph", False)),
                                       dynamic=compile_kwargs.get("dynamic"), guard_export_fn=export,

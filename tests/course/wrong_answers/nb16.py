@@ -1,0 +1,79 @@
+"""Wrong answers for notebook 16 (torch.compile): each must fail its check for the reason in `expect`."""
+
+from __future__ import annotations
+
+from tests.course.wrong_answers import Wrong
+
+
+def _center(body: str, decorator: str = "") -> str:
+    return f"{decorator}def center(x):\n{body}\n"
+
+
+def _prepare(body: str) -> str:
+    return f"def prepare(x):\n{body}\n"
+
+
+_GUESS = {"new random values": "none", "x.double()": "dtype", "a 5x3 x": "size",
+          "x transposed from a 3x4 tensor": "stride", "x.requires_grad_()": "requires_grad", "scale = 3.0": "value",
+          'mode = "max"': "value"}
+
+
+def _predict(**changes: str) -> str:
+    return f"PREDICT_FAILED_GUARD = {({**_GUESS, **changes})!r}\n"
+
+
+WRONG = {
+    "16-no-breaks": [
+        Wrong("the original function, print and all",
+              _center('    print("centering", tuple(x.shape))\n    m = x.mean().item()\n    y = x - m\n'
+                      "    if y.abs().max() > 3:\n        y = y.clamp(-3, 3)\n    return y * 2"),
+              "(graphs, breaks)"),
+        Wrong("print removed, .item() kept",
+              _center("    m = x.mean().item()\n    y = x - m\n    if y.abs().max() > 3:\n"
+                      "        y = y.clamp(-3, 3)\n    return y * 2"), "(graphs, breaks)"),
+        Wrong("a tensor mean, but the if kept",
+              _center("    y = x - x.mean()\n    if y.abs().max() > 3:\n        y = y.clamp(-3, 3)\n    return y * 2"),
+              "(graphs, breaks)"),
+        Wrong("forgot the clamp", _center("    return (x - x.mean()) * 2"), "center(a spread-out vector)"),
+        Wrong("clamps after doubling", _center("    return ((x - x.mean()) * 2).clamp(-3, 3)"),
+              "center(a spread-out vector)"),
+        Wrong("the broken code moved into a helper hidden with torch.compiler.disable",
+              "@torch.compiler.disable\ndef _center_eager(x):\n    m = x.mean().item()\n    y = x - m\n"
+              "    if y.abs().max() > 3:\n        y = y.clamp(-3, 3)\n    return y * 2\n\n\n"
+              + _center("    return _center_eager(x)"), "(graphs, breaks)", gaming=True),
+        Wrong("turns capture_scalar_outputs on for itself",
+              "torch._dynamo.config.capture_scalar_outputs = True\n"
+              + _center("    m = x.mean().item()\n    return (x - m).clamp(-3, 3) * 2"), "(graphs, breaks)", gaming=True),
+        Wrong("fitted to the visible vector",
+              "_seen = {}\n" + _center("    y = x - x.mean()\n    return y.clamp(-3, 3) * 2 if x.numel() == 1000 else x * 0"),
+              "a narrow vector", gaming=True),
+    ],
+    "16-no-recompiles": [
+        Wrong("returns the batch untouched", _prepare("    return x"), "(recompiles, graphs)"),
+        Wrong("marks the wrong dimension dynamic", _prepare("    torch._dynamo.mark_dynamic(x, 1)\n    return x"),
+              "(recompiles, graphs)"),
+        Wrong("marks the batch static", _prepare("    torch._dynamo.mark_static(x, 0)\n    return x"),
+              "(recompiles, graphs)"),
+        Wrong("a copy, nothing marked", _prepare("    return x.clone()"), "(recompiles, graphs)"),
+        Wrong("pads every batch to 128 rows",
+              _prepare("    return torch.cat([x, x.new_zeros(128 - x.shape[0], x.shape[1])])"),
+              "the batch itself, unchanged", gaming=True),
+        Wrong("resets Dynamo before every call", _prepare("    torch._dynamo.reset()\n    return x"),
+              "(recompiles, graphs)", gaming=True),
+    ],
+    "16-predict-guard": [
+        Wrong("nothing recompiles", "PREDICT_FAILED_GUARD = {k: 'none' for k in " + repr(list(_GUESS)) + "}\n",
+              "your prediction for x.double()"),
+        Wrong("a transposed view has the same size", _predict(**{"x transposed from a 3x4 tensor": "none"}),
+              "your prediction for x transposed from a 3x4 tensor"),
+        Wrong("values are guarded", _predict(**{"new random values": "value"}),
+              "your prediction for new random values"),
+        Wrong("requires_grad is a value", _predict(**{"x.requires_grad_()": "value"}),
+              "your prediction for x.requires_grad_()"),
+        Wrong("a new shape is a dtype change", _predict(**{"a 5x3 x": "dtype"}), "your prediction for a 5x3 x"),
+        Wrong("a string that equals everything",
+              "class _Any(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n"
+              "PREDICT_FAILED_GUARD = {k: _Any('none') for k in " + repr(list(_GUESS)) + "}\n",
+              "your prediction", gaming=True),
+    ],
+}
