@@ -46,15 +46,18 @@ def test_a_custom_op_without_a_fake_is_an_error_and_with_one_a_single_node() -> 
     assert not after.calls("aten::cdist")
 
 
-def test_suppress_errors_does_not_hide_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_suppress_errors_does_not_hide_an_error() -> None:
     import torch._dynamo
 
     @torch.library.custom_op("tlw_test_breaks::nofake", mutates_args=())
     def op(x: torch.Tensor) -> torch.Tensor:
         return x.clone()
 
-    monkeypatch.setattr(torch._dynamo.config, "suppress_errors", True)
-    assert graph_breaks(lambda x: op(x) + 1, torch.randn(3)).error is not None
+    # torch's own patch, not pytest's monkeypatch: undoing a monkeypatch deletes the setting, and torch then
+    # hides it ("suppress_errors does not exist"), which breaks every later torch.compile in the process
+    with torch._dynamo.config.patch(suppress_errors=True):
+        assert graph_breaks(lambda x: op(x) + 1, torch.randn(3)).error is not None
+    assert torch._dynamo.config.suppress_errors is False
 
 
 def test_not_a_function_is_refused() -> None:
