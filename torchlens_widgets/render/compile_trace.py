@@ -113,7 +113,8 @@ def _frames(t: Mapping[str, Any]) -> str:
                       for key, label in (("aot_forward", "forward"), ("aot_backward", "backward"))
                       if f.get(key))
         parts.append(f"<details><summary>frame {esc(f['compile_id'])} <code>{esc(f['function'])}</code>: "
-                     f"{len(f['guards'])} guards, {f['graph_ops']} ops <span class=\"muted\">({secs})</span>"
+                     f"{len(f['guards'])} guards, {f['graph_ops']} op{'' if f['graph_ops'] == 1 else 's'} "
+                     f"<span class=\"muted\">({secs})</span>"
                      f"</summary><table><tr><th>guarded value</th><th>guard</th><th>check</th></tr>{rows}</table>"
                      f"{aot}</details>")
     return "<div><b>Compiled frames</b> (open one for the guards it checks before reusing its code)</div>" + \
@@ -154,8 +155,8 @@ def compile_html(t: Mapping[str, Any]) -> str:
     breaks = len(t["breaks"])
     verdict = ('<span class="ok">no graph breaks</span>' if not breaks
                else f'<span class="brk">{breaks} graph break{"s" if breaks != 1 else ""}</span>')
-    legend = " ".join(f'<span class="k{g["index"] % len(_CATS)}">graph {g["index"]}: {len(g["ops"])} ops</span>'
-                      for g in t["graphs"])
+    legend = " ".join(f'<span class="k{g["index"] % len(_CATS)}">graph {g["index"]}: {len(g["ops"])} '
+                      f'op{"" if len(g["ops"]) == 1 else "s"}</span>' for g in t["graphs"])
     return (f'<div class="tlw-compile tlw-theme"><style>{STYLE}{_CSS}</style>'
             f"<div><b><code>{name}</code></b> under torch.compile ({esc(t['backend'])}, {t['calls']} call"
             f"{'s' if t['calls'] != 1 else ''}): {verdict} · {esc(_counts(t))}</div>"
