@@ -112,6 +112,7 @@ class CapturedGraph:
     lines: tuple[int, ...]  # the user's source lines its ops came from
     code: str  # the graph as readable Python
     ended_by_break: bool
+    inputs: tuple[str, ...] = ()  # where each graph input comes from, in order (Dynamo's source: "L['x']")
 
 
 @dataclass(frozen=True)
@@ -344,7 +345,11 @@ def compile_trace(fn: Callable[..., Any], *args: Any, calls: list[tuple[Any, ...
     def record(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         cid = torch._guards.CompileContext.current_compile_id()
         ops = []
+        inputs = []
         for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                arg = node.meta.get("grapharg")
+                inputs.append(str(arg.source.name) if arg is not None and arg.source is not None else node.name)
             if node.op not in ("call_function", "call_method", "call_module"):
                 continue
             stack = _frames(node.meta.get("stack_trace"))
@@ -355,7 +360,7 @@ def compile_trace(fn: Callable[..., Any], *args: Any, calls: list[tuple[Any, ...
             index=len(graphs), compile_id=str(cid) if cid is not None else None, ops=tuple(ops),
             lines=tuple(sorted({o.line for o in ops if o.line is not None})),
             code=gm.print_readable(print_output=False, include_stride=False, include_device=False),
-            ended_by_break=bool(reason is not None and reason.graph_break)))
+            ended_by_break=bool(reason is not None and reason.graph_break), inputs=tuple(inputs)))
         return inner(gm, example_inputs)
 
     def export(guard_set: Any) -> None:

@@ -10,7 +10,32 @@ from typing import Any
 
 import torch
 
-__all__ = ["best_ms", "one_thread"]
+__all__ = ["best_ms", "one_thread", "steady_heap"]
+
+
+_STEADY = False
+
+
+def steady_heap() -> bool:
+    """Make glibc keep freed memory in the process (no mmap per large tensor, no trimming), once per process.
+
+    Otherwise a large CPU tensor may come fresh from the OS on one call and from the heap on the next, and a
+    timing measures page faults in some runs but not others; PyTorch's CUDA caching allocator avoids the same
+    cost on GPUs. The process keeps its peak heap afterwards. False where the C library is not glibc.
+    """
+    global _STEADY
+    if _STEADY:
+        return True
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's mallopt parameter numbers
+        ok = libc.mallopt(m_mmap_threshold, 1 << 30) == 1 and libc.mallopt(m_trim_threshold, 1 << 62) == 1
+    except (OSError, AttributeError):
+        return False
+    _STEADY = bool(ok)
+    return _STEADY
 
 
 @contextlib.contextmanager

@@ -1,0 +1,83 @@
+"""Wrong answers for notebook 13 (fusion): each must fail its check for the reason in `expect`."""
+
+from __future__ import annotations
+
+from tests.course.wrong_answers import Wrong
+
+
+def _bytes(eager: str, fused: str, pre: str = "") -> str:
+    return (f"{pre}def eager_bytes(rows, cols, itemsize):\n    full = rows * cols * itemsize\n    return {eager}\n\n\n"
+            f"def fused_bytes(rows, cols, itemsize):\n    full = rows * cols * itemsize\n    return {fused}\n")
+
+
+def _standardise(body: str, pre: str = "") -> str:
+    return f"{pre}def standardise_fusable(x):\n{body}\n"
+
+
+_STATS = "    m = x.mean(dim=1, keepdim=True)\n    c = x - m\n    s = (c * c).mean(dim=1, keepdim=True).sqrt()\n"
+
+_RIGHT = {"shift_scale_relu": 1, "softmax_by_hand": 1, "sorted_doubled": 2, "transposed_copy": 1, "two_matmuls": 2}
+
+
+def _predict(**changes: int) -> str:
+    return f"PREDICT_KERNELS = {({**_RIGHT, **changes})!r}\n"
+
+
+WRONG = {
+    "13-bytes-moved": [
+        Wrong("counts only what is written", _bytes("3 * full", "full"), "eager_bytes(64, 32, 4)"),
+        Wrong("reads the broadcast bias as a full tensor", _bytes("8 * full", "4 * full"), "eager_bytes(64, 32, 4)"),
+        Wrong("forgets the bias altogether", _bytes("7 * full", "3 * full"), "eager_bytes(64, 32, 4)"),
+        Wrong("one read per kernel (the multiply reads two tensors)",
+              _bytes("6 * full + cols * itemsize", "3 * full + cols * itemsize"), "eager_bytes(64, 32, 4)"),
+        Wrong("fused still writes the intermediates",
+              _bytes("7 * full + cols * itemsize", "5 * full + cols * itemsize"), "fused_bytes(64, 32, 4)"),
+        Wrong("assumes 4-byte floats", _bytes("7 * rows * cols * 4 + cols * 4", "3 * rows * cols * 4 + cols * 4"),
+              "eager_bytes(3, 5, 8)"),
+        Wrong("fitted to the visible case", _bytes("57472 if rows == 64 else 0", "24704 if rows == 64 else 0"),
+              "eager_bytes(3, 5, 8)", gaming=True),
+        Wrong("asks the lens instead of counting",
+              "import torch\nfrom torchlens_widgets.lenses.fusion import eager_traffic, fused_traffic\n\n\n"
+              "def _g(x, g, b):\n    return (x + b) * torch.sigmoid(g)\n\n\n"
+              "def _t(rows, cols, itemsize):\n    dt = {2: torch.float16, 4: torch.float32, 8: torch.float64}[itemsize]\n"
+              "    return torch.ones(rows, cols, dtype=dt), torch.ones(rows, cols, dtype=dt), torch.ones(cols, dtype=dt)\n"
+              "\n\ndef eager_bytes(rows, cols, itemsize):\n    return eager_traffic(_g, *_t(rows, cols, itemsize)).bytes_moved\n"
+              "\n\ndef fused_bytes(rows, cols, itemsize):\n    return fused_traffic(_g, *_t(rows, cols, itemsize)).bytes_moved\n",
+              "eager_bytes", gaming=True),
+    ],
+    "13-fuse-standardise": [
+        Wrong("the original, if and all",
+              _standardise(_STATS + "    if (s == 0).any():\n        s = torch.where(s == 0, torch.ones_like(s), s)\n"
+                           "    return c / s"), "(graphs, breaks) when compiled"),
+        Wrong("drops the guard: a constant row gives nan", _standardise(_STATS + "    return c / s"),
+              "standardise_fusable(rows with a constant row and a narrow one)"),
+        Wrong("guards with a Python max on .item()",
+              _standardise(_STATS + "    return c / max(s.min().item(), 1.0)"), "(graphs, breaks) when compiled"),
+        Wrong("clamps the deviation instead (changes small but nonzero ones)",
+              _standardise(_STATS + "    return c / s.clamp_min(1.0)"), "standardise_fusable(rows with a constant row and a narrow one)"),
+        Wrong("forgets to subtract the mean before dividing",
+              _standardise(_STATS + "    return x / torch.where(s == 0, torch.ones_like(s), s)"),
+              "standardise_fusable(rows with a constant row and a narrow one)"),
+        Wrong("hides the if in a function compile skips",
+              "@torch.compiler.disable\ndef _guard(s):\n    if (s == 0).any():\n"
+              "        s = torch.where(s == 0, torch.ones_like(s), s)\n    return s\n\n\n"
+              + _standardise(_STATS + "    return c / _guard(s)"), "(graphs, breaks) when compiled", gaming=True),
+        Wrong("calls the check's own reference", _standardise("    return _reference(x)"), "_reference",
+              gaming=True),
+        Wrong("right only while being compiled",
+              _standardise(_STATS + "    if torch.compiler.is_compiling():\n"
+                           "        return c / torch.where(s == 0, torch.ones_like(s), s)\n    return x * 0"),
+              "standardise_fusable(", gaming=True),
+    ],
+    "13-predict-kernels": [
+        Wrong("a reduction never fuses", _predict(softmax_by_hand=3), "your prediction for softmax_by_hand"),
+        Wrong("a library call fuses with what follows", _predict(sorted_doubled=1), "your prediction for sorted_doubled"),
+        Wrong("a transpose needs its own copy kernel", _predict(transposed_copy=2), "your prediction for transposed_copy"),
+        Wrong("two matmuls are one library call", _predict(two_matmuls=1), "your prediction for two_matmuls"),
+        Wrong("one kernel per operation", _predict(shift_scale_relu=3), "your prediction for shift_scale_relu"),
+        Wrong("an int that equals everything",
+              "class _Any(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
+              "PREDICT_KERNELS = {k: _Any(1) for k in " + repr(list(_RIGHT)) + "}\n",
+              "your prediction", gaming=True),
+    ],
+}

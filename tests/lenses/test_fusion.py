@@ -1,0 +1,173 @@
+"""The fusion lens: eager bytes per aten op, Inductor's fused bytes per kernel, intermediates, timing."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchlens_widgets.lenses.fusion import (
+    FusionError,
+    eager_traffic,
+    fused_traffic,
+    fusion_report,
+    time_pair,
+)
+
+F32 = 4
+
+
+def silu_affine(x, w, b):
+    y = x * w + b
+    return y * torch.sigmoid(y)
+
+
+def softmax_by_hand(x):
+    m = x.amax(dim=1, keepdim=True)
+    e = (x - m).exp()
+    return e / e.sum(dim=1, keepdim=True)
+
+
+def linear_relu(x, w, b):
+    return torch.relu(x @ w + b)
+
+
+def two_outputs(x):
+    y = x * 2
+    return y.sum(dim=1), y + 1
+
+
+ROWS, COLS = 16, 64
+N = ROWS * COLS * F32
+
+
+@pytest.fixture
+def xwb():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(ROWS, COLS, generator=g), torch.randn(COLS, generator=g), torch.randn(COLS, generator=g)
+
+
+def test_eager_counts_every_op_and_a_broadcast_once(xwb):
+    t = eager_traffic(silu_affine, *xwb)
+    assert [k.name for k in t.kernels] == ["aten.mul", "aten.add", "aten.sigmoid", "aten.mul"]
+    assert t.kernels[0].reads == (("x", N), ("w", COLS * F32))  # w is broadcast: 64 floats, not 16 x 64
+    assert t.kernels[0].writes == (("t1", N),)
+    assert t.kernels[3].reads == (("t2", N), ("t3", N))
+    assert t.kernels[3].writes == (("out", N),)
+    assert t.bytes_read == 5 * N + 2 * COLS * F32
+    assert t.bytes_written == 4 * N
+    assert t.intermediates == (("t1", N), ("t2", N), ("t3", N))
+    assert t.inputs == ("x", "w", "b") and t.outputs == ("out",)
+
+
+def test_fused_pointwise_chain_is_one_kernel_reading_each_input_once(xwb):
+    t = fused_traffic(silu_affine, *xwb)
+    assert t.kernel_count == 1
+    (k,) = t.kernels
+    assert k.name.startswith("cpp_fused_") and "sigmoid" in k.name
+    assert dict(k.reads) == {"x": N, "w": COLS * F32, "b": COLS * F32}
+    assert dict(k.writes) == {"out": N}
+    assert t.intermediate_count == 0 and t.graph_breaks == 0
+    assert set(k.ops) >= {"mul", "add", "sigmoid"}
+
+
+def test_reduction_fuses_with_its_pointwise_neighbours(xwb):
+    x = xwb[0]
+    eager = eager_traffic(softmax_by_hand, x)
+    assert eager.kernel_count == 5
+    assert [n for n, _ in eager.intermediates] == ["t1", "t2", "t3", "t4"]
+    assert dict(eager.intermediates)["t1"] == ROWS * F32  # the row maxima: one float per row
+    fused = fused_traffic(softmax_by_hand, x)
+    assert fused.kernel_count == 1 and fused.intermediate_count == 0
+    assert fused.bytes_moved == 2 * N
+
+
+def test_a_matmul_is_a_library_call_and_its_result_is_materialised(xwb):
+    x = xwb[0]
+    w, b = torch.randn(COLS, 32), torch.randn(32)
+    fused = fused_traffic(linear_relu, x, w, b)
+    names = [k.name for k in fused.kernels]
+    assert any(n.startswith("extern_kernels.") for n in names), names
+    assert any(n.startswith("cpp_fused_") for n in names), names
+    assert fused.intermediate_count == 1  # the matmul's output is written, then read by the relu kernel
+    eager = eager_traffic(linear_relu, x, w, b)
+    assert eager.intermediate_count == 2 and fused.bytes_moved < eager.bytes_moved
+
+
+def test_outputs_are_not_intermediates_even_when_read_again(xwb):
+    t = eager_traffic(two_outputs, xwb[0])
+    assert t.outputs == ("out0", "out1")
+    assert t.intermediates == (("t1", N),)  # y is read by sum and add, and never returned
+    f = fused_traffic(two_outputs, xwb[0])
+    assert f.intermediate_count == 0 and set(f.outputs) == {"out0", "out1"}
+
+
+def test_views_and_in_place_ops(xwb):
+    def f(x):
+        y = x.t().contiguous()  # a view is free; contiguous copies
+        y.mul_(2)  # in place: reads and writes y
+        return y.view(-1)
+
+    t = eager_traffic(f, xwb[0])
+    assert [k.name for k in t.kernels] == ["aten.clone", "aten.mul_"]
+    assert t.kernels[1].reads == (("out", N),) and t.kernels[1].writes == (("out", N),)
+    assert t.intermediate_count == 0
+
+
+def test_graph_breaks_are_counted(xwb):
+    def broken(x):
+        y = x * 2
+        if y.sum() > 0:  # data-dependent branch: a graph break
+            y = y + 1
+        return y * 3
+
+    t = fused_traffic(broken, xwb[0])
+    assert t.graph_breaks >= 1 and t.kernel_count >= 2
+
+
+def test_report_times_both_and_compares_bytes(xwb):
+    r = fusion_report(silu_affine, *xwb, repeat=3)
+    assert r.eager_ms is not None and r.eager_ms > 0 and r.fused_ms is not None and r.fused_ms > 0
+    assert r.bytes_ratio == pytest.approx(r.eager.bytes_moved / r.fused.bytes_moved)
+    assert r.speedup == pytest.approx(r.eager_ms / r.fused_ms)
+    assert "silu_affine" in r.summary()
+    d = r.to_dict()
+    assert d["eager"]["intermediate_count"] == 3 and d["fused"]["kernel_count"] == 1
+    untimed = fusion_report(silu_affine, *xwb, timed=False)
+    assert untimed.speedup is None
+
+
+def test_bad_input_gets_advice():
+    with pytest.raises(FusionError, match="function"):
+        eager_traffic(3, torch.ones(2))
+    with pytest.raises(FusionError, match="requires grad"):
+        eager_traffic(silu_affine, torch.ones(2, requires_grad=True), torch.ones(2), torch.ones(2))
+    with pytest.raises(FusionError, match="Inductor"):
+        fused_traffic(silu_affine, torch.ones(2), torch.ones(2), torch.ones(2), backend="eager")
+    with pytest.raises(FusionError, match="repeat"):
+        time_pair(lambda: None, lambda: None, repeat=0)
+
+
+def test_time_pair_alternates_and_restores_threads():
+    before = torch.get_num_threads()
+    calls: list[str] = []
+    time_pair(lambda: calls.append("a"), lambda: calls.append("b"), repeat=2)
+    assert calls == ["a", "b", "a", "b", "a", "b"]
+    assert torch.get_num_threads() == before
+
+
+def test_scheduler_hook_is_put_back(xwb):
+    from torch._inductor import scheduler
+
+    original = scheduler.Scheduler.codegen
+    fused_traffic(silu_affine, *xwb)
+    assert scheduler.Scheduler.codegen is original
+
+
+def test_time_all_is_round_robin():
+    from torchlens_widgets.lenses.fusion import time_all
+
+    calls: list[int] = []
+    ms = time_all(*(lambda i=i: calls.append(i) for i in range(3)), repeat=2)
+    assert calls == [0, 1, 2] * 3 and len(ms) == 3 and all(m >= 0 for m in ms)
+    with pytest.raises(FusionError, match="at least one"):
+        time_all()

@@ -1,0 +1,418 @@
+"""Bytes moved, eager vs fused: what each kernel reads and writes, and which intermediates reach memory.
+
+Eager: every aten op that reaches the dispatcher is one kernel; it reads each tensor input (the elements
+it spans: a broadcast bias counts once) and writes each output. Fused: Inductor's own accounting of its
+scheduled kernels (`get_read_write_buffer_accesses`, the minimum of "elements indexed × loads" and
+"buffer size" per buffer), recorded as it generates code. An intermediate is a buffer one kernel writes
+and a later kernel reads back, which is neither an input nor an output of the function.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import re
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from .timing import one_thread, steady_heap
+
+__all__ = [
+    "FusionError",
+    "FusionReport",
+    "KernelTraffic",
+    "Traffic",
+    "eager_traffic",
+    "fused_traffic",
+    "fusion_report",
+    "time_all",
+    "time_pair",
+]
+
+Buffers = tuple[tuple[str, int], ...]  # (buffer label, bytes), in first-touch order
+
+
+class FusionError(ValueError):
+    """A function or input the fusion lens cannot account for, with what to do instead."""
+
+
+@dataclass(frozen=True)
+class KernelTraffic:
+    """One kernel: an aten op (eager) or a kernel Inductor generated or called (fused)."""
+
+    name: str
+    ops: tuple[str, ...]  # the aten op (eager) or the graph nodes fused into it
+    reads: Buffers
+    writes: Buffers
+    source: str = ""  # fused: the generated kernel's code (empty for a library call)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(n for _, n in self.reads)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(n for _, n in self.writes)
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """All kernels of one way of running a function, with the inputs, outputs and intermediates by name."""
+
+    mode: str  # "eager" or "fused"
+    kernels: tuple[KernelTraffic, ...]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    intermediates: Buffers  # written, then read back by a later kernel; not an input or an output
+    graph_breaks: int = 0  # fused only: ops between graphs ran eagerly and are not in `kernels`
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def bytes_read(self) -> int:
+        return sum(k.bytes_read for k in self.kernels)
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(k.bytes_written for k in self.kernels)
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def intermediate_count(self) -> int:
+        return len(self.intermediates)
+
+    @property
+    def intermediate_bytes(self) -> int:
+        return sum(n for _, n in self.intermediates)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.update(kernel_count=self.kernel_count, bytes_read=self.bytes_read, bytes_written=self.bytes_written,
+                 bytes_moved=self.bytes_moved, intermediate_count=self.intermediate_count,
+                 intermediate_bytes=self.intermediate_bytes)
+        return d
+
+
+@dataclass(frozen=True)
+class FusionReport:
+    """Eager and fused traffic of one function on one input, and (if timed) both measured on one thread."""
+
+    function: str
+    eager: Traffic
+    fused: Traffic
+    eager_ms: float | None
+    fused_ms: float | None
+
+    @property
+    def bytes_ratio(self) -> float:
+        """Eager bytes moved per fused byte moved."""
+        return self.eager.bytes_moved / max(self.fused.bytes_moved, 1)
+
+    @property
+    def speedup(self) -> float | None:
+        """Eager time per fused time (None when not timed)."""
+        if self.eager_ms is None or self.fused_ms is None:
+            return None
+        return self.eager_ms / self.fused_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"function": self.function, "eager": self.eager.to_dict(), "fused": self.fused.to_dict(),
+                "eager_ms": self.eager_ms, "fused_ms": self.fused_ms, "bytes_ratio": self.bytes_ratio,
+                "speedup": self.speedup}
+
+    def summary(self) -> str:
+        timed = (f"; {self.eager_ms:.2f} ms eager, {self.fused_ms:.2f} ms fused ({self.speedup:.1f}x)"
+                 if self.speedup is not None else "")
+        return (f"{self.function}: eager {self.eager.kernel_count} kernels, {_mb(self.eager.bytes_moved)} moved, "
+                f"{self.eager.intermediate_count} intermediates; fused {self.fused.kernel_count} kernels, "
+                f"{_mb(self.fused.bytes_moved)} moved, {self.fused.intermediate_count} intermediates{timed}")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.2f} MB"
+
+
+def _spanned_bytes(t: torch.Tensor) -> int:
+    """Bytes of the distinct elements a tensor addresses: a broadcast (stride 0) dimension counts once."""
+    if t.numel() == 0:
+        return 0
+    return math.prod(n for n, s in zip(t.shape, t.stride()) if s != 0) * t.element_size()
+
+
+def _check_inputs(fn: Any, args: tuple[Any, ...]) -> None:
+    if not callable(fn):
+        raise FusionError(f"give a function and its inputs, not {type(fn).__name__}")
+    for a in tree_leaves(args):
+        if isinstance(a, torch.Tensor) and a.device.type != "cpu":
+            raise FusionError(f"an input is on {a.device}: the fusion lens measures CPU tensors; move it with .cpu()")
+        if isinstance(a, torch.Tensor) and a.requires_grad:
+            raise FusionError("an input requires grad: the lens accounts for the forward pass only; "
+                              "pass x.detach() (or run under torch.no_grad())")
+
+
+def _names(fn: Any, args: tuple[Any, ...]) -> list[str]:
+    """The function's parameter names for its tensor inputs (x, w, b ...), else in0, in1 ..."""
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"in{i}" for i in range(len(args))]
+
+
+class _Recorder(TorchDispatchMode):
+    """Names each storage as it is made (inputs by parameter name, the rest t1, t2 ...) and records every op."""
+
+    def __init__(self, names: dict[int, str]) -> None:
+        super().__init__()
+        self.names = names  # storage address -> label
+        self.ops: list[tuple[str, list[tuple[str, int]], list[tuple[str, int]]]] = []
+        self.made = 0
+
+    def label(self, t: torch.Tensor) -> str:
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in self.names:
+            self.made += 1
+            self.names[ptr] = f"t{self.made}"
+        return self.names[ptr]
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if func.is_view or func.overloadpacket.__name__ in _NO_KERNEL:
+            return out  # a view or metadata op moves no data
+        schema = func._schema
+        written = {a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+        out_args = {a.name for a in schema.arguments if a.is_out}
+        reads, writes = [], []
+        bound = dict(zip((a.name for a in schema.arguments), args))
+        bound.update(kwargs)
+        for name, value in bound.items():
+            for t in tree_leaves(value):
+                if not isinstance(t, torch.Tensor):
+                    continue
+                if name not in out_args:  # an in-place op reads what it overwrites; an out= buffer is not read
+                    reads.append((self.label(t), _spanned_bytes(t)))
+                if name in written:
+                    writes.append((self.label(t), _spanned_bytes(t)))
+        if not written:
+            inputs = {a.untyped_storage().data_ptr() for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)}
+            for t in tree_leaves(out):
+                if not isinstance(t, torch.Tensor):
+                    continue
+                ptr = t.untyped_storage().data_ptr()
+                if ptr in self.names and ptr not in inputs:
+                    del self.names[ptr]  # a fresh output at a freed buffer's address: a new buffer
+                writes.append((self.label(t), _spanned_bytes(t)))
+        self.ops.append((func.overloadpacket.__name__, reads, writes))
+        return out
+
+
+# ops that only make metadata or empty buffers, never moving data
+_NO_KERNEL = {"empty", "empty_strided", "empty_like", "lift_fresh", "detach", "alias", "_unsafe_view", "view",
+              "_to_copy_meta", "sym_size", "sym_stride", "sym_numel", "is_same_size", "_local_scalar_dense"}
+
+
+def _intermediates(kernels: list[KernelTraffic], inputs: set[str], outputs: set[str]) -> Buffers:
+    found: dict[str, int] = {}
+    written: dict[str, int] = {}
+    for k in kernels:
+        for name, _n in k.reads:
+            if name in written and name not in inputs and name not in outputs:
+                found.setdefault(name, written[name])
+        for name, n in k.writes:
+            written[name] = max(written.get(name, 0), n)
+    return tuple(found.items())
+
+
+def eager_traffic(fn: Callable[..., Any], *args: Any) -> Traffic:
+    """Run fn(*args) eagerly and account every aten op as a kernel: bytes read and written, and the
+    intermediates it writes and reads back. Run it on a small input: the numbers scale with the size."""
+    _check_inputs(fn, args)
+    labels = _names(fn, args)
+    names: dict[int, str] = {}
+    for label, a in zip(labels, args):
+        for t in tree_leaves(a):
+            if isinstance(t, torch.Tensor):
+                names.setdefault(t.untyped_storage().data_ptr(), label)
+    rec = _Recorder(names)
+    with torch.no_grad(), rec:
+        out = fn(*args)
+    out_names = [rec.names.get(t.untyped_storage().data_ptr(), "?") for t in tree_leaves(out)
+                 if isinstance(t, torch.Tensor)]
+    kernels = [KernelTraffic(name=f"aten.{op}", ops=(op,), reads=tuple(r), writes=tuple(w)) for op, r, w in rec.ops]
+    inputs = [n for n in labels if n in set(names.values())]
+    outputs = list(dict.fromkeys(out_names))
+    renamed = _rename_outputs(kernels, outputs)
+    kernels = [KernelTraffic(k.name, k.ops, tuple((renamed.get(b, b), n) for b, n in k.reads),
+                             tuple((renamed.get(b, b), n) for b, n in k.writes)) for k in kernels]
+    outputs = [renamed.get(o, o) for o in outputs]
+    return Traffic(mode="eager", kernels=tuple(kernels), inputs=tuple(inputs), outputs=tuple(outputs),
+                   intermediates=_intermediates(kernels, set(inputs), set(outputs)))
+
+
+def _rename_outputs(kernels: list[KernelTraffic], outputs: list[str]) -> dict[str, str]:
+    """Output buffers are called out (or out0, out1 ...) in both accountings, so they compare by name."""
+    made = [o for o in outputs if o.startswith(("t", "buf"))]
+    if len(made) == 1:
+        return {made[0]: "out"}
+    return {o: f"out{i}" for i, o in enumerate(made)}
+
+
+@contextlib.contextmanager
+def _scheduled(into: list[dict[str, Any]]) -> Iterator[None]:
+    """Record each graph's scheduled kernels as Inductor generates their code (put back afterwards)."""
+    from torch._inductor import scheduler as sched
+    from torch._inductor.virtualized import V
+
+    original = sched.Scheduler.codegen
+
+    def codegen(self: Any) -> Any:
+        result = original(self)
+        graph = V.graph
+        nodes = []
+        for node in self.nodes:
+            if isinstance(node, sched.NopKernelSchedulerNode):
+                continue
+            origins = sorted({o.name for sn in node.get_nodes() if sn.node is not None
+                              for o in getattr(sn.node, "origins", ())})
+            extern = isinstance(node, sched.ExternKernelSchedulerNode)
+            target = ""
+            if extern:
+                kernel = getattr(node.node, "python_kernel_name", None) or getattr(node.node, "op_overload", "")
+                target = str(kernel) if kernel else ""
+            nodes.append({
+                "name": node.get_name(), "extern": extern, "target": target, "origins": origins,
+                "reads": node.get_read_write_buffer_accesses(include_reads=True, include_writes=False),
+                "writes": node.get_read_write_buffer_accesses(include_reads=False, include_writes=True)})
+        into.append({"inputs": list(graph.graph_inputs), "outputs": list(graph.get_output_names()), "nodes": nodes})
+        return result
+
+    sched.Scheduler.codegen = codegen  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        sched.Scheduler.codegen = original  # type: ignore[method-assign]
+
+
+def fused_traffic(fn: Callable[..., Any], *args: Any, **compile_kwargs: Any) -> Traffic:
+    """Compile fn with Inductor (through the compile lens) and account each kernel it generated or called,
+    from Inductor's own read/write accounting. Graph breaks are counted: ops between graphs are not."""
+    from .compile_trace import compile_trace
+
+    _check_inputs(fn, args)
+    if compile_kwargs.get("backend", "inductor") != "inductor":
+        raise FusionError("fused traffic comes from Inductor's kernels: leave backend at 'inductor'")
+    graphs: list[dict[str, Any]] = []
+    with torch.no_grad(), _scheduled(graphs):
+        trace = compile_trace(fn, *args, **compile_kwargs)
+    # Inductor's graph inputs are the captured graph's inputs in order; Dynamo names each by its source
+    sources = [[_local(src) for src in cg.inputs] for cg in trace.graphs]
+    kernels: list[KernelTraffic] = []
+    inputs: list[str] = []
+    outputs: list[str] = []
+    for gi, g in enumerate(graphs):
+        prefix = f"g{gi}." if len(graphs) > 1 else ""
+        names = sources[gi] if gi < len(sources) and len(sources[gi]) == len(g["inputs"]) else []
+        rename = {b: names[i] if names else prefix + b for i, b in enumerate(g["inputs"])}
+        outs = [o for o in g["outputs"] if o not in g["inputs"]]
+        if len(graphs) == 1:
+            rename.update({o: ("out" if len(outs) == 1 else f"out{i}") for i, o in enumerate(outs)})
+
+        def nm(b: str) -> str:
+            return rename.get(b, prefix + b)  # noqa: B023 (used at once)
+
+        for node in g["nodes"]:
+            if not node["reads"] and not node["writes"]:
+                continue  # a multi-output unpacking node: no kernel of its own
+            made = None if node["target"] else _generated(trace, node["origins"])
+            name = node["target"] or (made.name if made is not None else node["name"])
+            kernels.append(KernelTraffic(
+                name=name, ops=tuple(node["origins"]), source=made.source if made is not None else "",
+                reads=tuple((nm(b), int(n)) for b, n in node["reads"].items()),
+                writes=tuple((nm(b), int(n)) for b, n in node["writes"].items())))
+        inputs += [nm(b) for b in g["inputs"]]
+        outputs += [nm(b) for b in outs]
+    return Traffic(mode="fused", kernels=tuple(kernels), inputs=tuple(dict.fromkeys(inputs)),
+                   outputs=tuple(dict.fromkeys(outputs)),
+                   intermediates=_intermediates(kernels, set(inputs), set(outputs)), graph_breaks=trace.break_count)
+
+
+def _local(source: str) -> str:
+    """Dynamo's source name of a graph input as the user wrote it: L['x'] -> x, L['self'].w -> self.w."""
+    m = re.fullmatch(r"L\['([^']+)'\](.*)", source)
+    return m[1] + m[2] if m else source
+
+
+def _generated(trace: Any, origins: list[str]) -> Any:
+    """The generated kernel (compile lens) whose fused nodes hold this scheduler node's origins."""
+    want = set(origins)
+    for k in trace.kernels:
+        if want and want <= set(k.fused_nodes):
+            return k
+    for k in trace.kernels:
+        if want & set(k.fused_nodes):
+            return k
+    return None
+
+
+def time_all(*fns: Callable[[], Any], repeat: int = 15) -> list[float]:
+    """Median wall time in ms of each function, measured round-robin on one thread, so a slow spell on a shared
+    machine hits them all alike and their ratios hold; freed memory stays in the process (`steady_heap`), so no
+    call pays the OS for fresh pages where another does not. Call compiled functions once inside `one_thread()` first:
+    the thread count is guarded, and a compile inside the timing would be timed."""
+    if repeat < 1:
+        raise FusionError(f"repeat={repeat}: time at least once")
+    if not fns:
+        raise FusionError("give at least one function to time")
+    times: list[list[float]] = [[] for _ in fns]
+    steady_heap()  # large outputs come from the process's heap every call, never fresh from the OS
+    with one_thread():
+        for fn in fns:
+            fn()
+        for _ in range(repeat):
+            for fn, into in zip(fns, times):
+                t0 = time.perf_counter()
+                fn()
+                into.append(time.perf_counter() - t0)
+    return [statistics.median(t) * 1e3 for t in times]
+
+
+def time_pair(first: Callable[[], Any], second: Callable[[], Any], repeat: int = 15) -> tuple[float, float]:
+    """Median ms of two functions measured in alternation on one thread (see `time_all`)."""
+    a, b = time_all(first, second, repeat=repeat)
+    return a, b
+
+
+def fusion_report(fn: Callable[..., Any], *args: Any, timed: bool = True, repeat: int = 15) -> FusionReport:
+    """Eager and fused traffic of fn(*args) and, if `timed`, both measured on this input (one thread,
+    alternating, medians). The fused version is compiled for one thread, as it is timed."""
+    eager = eager_traffic(fn, *args)
+    with one_thread():
+        fused = fused_traffic(fn, *args)
+    eager_ms = fused_ms = None
+    if timed:
+        with one_thread():
+            compiled = torch.compile(fn)
+            with torch.no_grad():
+                compiled(*args)
+                eager_ms, fused_ms = time_pair(lambda: fn(*args), lambda: compiled(*args), repeat)
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    return FusionReport(function=name, eager=eager, fused=fused, eager_ms=eager_ms, fused_ms=fused_ms)
