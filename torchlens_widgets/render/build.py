@@ -15,8 +15,8 @@ __all__ = ["build_html", "build_progress_html", "build_text"]
 _CSS = (
     ".tlw-build{font:13px/1.45 var(--jp-ui-font-family,sans-serif);max-width:760px}"
     ".tlw-build table{border-collapse:collapse;margin:4px 0}"
-    ".tlw-build td,.tlw-build th{padding:2px 8px 2px 0;text-align:left;vertical-align:top}"
-    ".tlw-build .num{text-align:right;font-variant-numeric:tabular-nums}"
+    ".tlw-theme.tlw-build table td,.tlw-theme.tlw-build table th{padding:2px 8px 2px 0;text-align:left;vertical-align:top}"
+    ".tlw-theme.tlw-build table .num{text-align:right;font-variant-numeric:tabular-nums}"
     f".tlw-build .bar{{display:inline-block;height:10px;background:{var('cat1')};border-radius:2px}}"
     f".tlw-build .bar.link{{background:{var('cat2')}}}"
     f".tlw-build .muted{{color:{var('fg2')}}}"

@@ -20,7 +20,7 @@ KERNEL_LINES = 80  # lines of a kernel's code shown (the rest is counted, not dr
 _CSS = (
     ".tlw-compile{font:13px/1.45 var(--jp-ui-font-family,sans-serif);max-width:900px}"
     ".tlw-compile table{border-collapse:collapse;margin:4px 0;font:inherit;color:inherit}"
-    ".tlw-compile td,.tlw-compile th{padding:1px 8px 1px 0;text-align:left;vertical-align:top}"
+    ".tlw-theme.tlw-compile table td,.tlw-theme.tlw-compile table th{padding:1px 8px 1px 0;text-align:left;vertical-align:top}"
     ".tlw-compile .src{font:12px/1.5 var(--jp-code-font-family,monospace);margin:6px 0}"
     ".tlw-compile .ln{display:flex;gap:8px;white-space:pre-wrap;word-break:break-word;padding-left:6px;"
     "border-left:4px solid transparent}"

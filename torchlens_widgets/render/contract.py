@@ -14,8 +14,8 @@ __all__ = ["contract_html", "contract_text"]
 _CSS = (
     ".tlw-contract{font:13px/1.4 var(--jp-ui-font-family,sans-serif)}"
     ".tlw-contract table{border-collapse:collapse;margin:4px 0}"
-    f".tlw-contract th{{text-align:left;border-bottom:1px solid {var('line')};padding:2px 10px 2px 0}}"
-    ".tlw-contract td{padding:2px 10px 2px 0;vertical-align:top}"
+    f".tlw-theme.tlw-contract table th{{text-align:left;border-bottom:1px solid {var('line')};padding:2px 10px 2px 0}}"
+    ".tlw-theme.tlw-contract table td{text-align:left;padding:2px 10px 2px 0;vertical-align:top}"
     f".tlw-contract td.group{{color:{var('fg2')}}}"
     f".tlw-contract tr.fail td{{background:{var('tint4')}}}"
     f".tlw-contract .ok{{color:{var('good')};font-weight:600}}"

@@ -26,9 +26,9 @@ _CSS = (
     ".tlw-fusion h4{margin:2px 0 4px;font-size:13px}"
     ".tlw-fusion .muted{color:" + var("fg2") + "}"
     ".tlw-fusion table{border-collapse:collapse;color:inherit;font:inherit}"
-    ".tlw-fusion td,.tlw-fusion th{padding:2px 8px 2px 0;text-align:left;vertical-align:top}"
+    ".tlw-theme.tlw-fusion table td,.tlw-theme.tlw-fusion table th{padding:2px 8px 2px 0;text-align:left;vertical-align:top}"
     ".tlw-fusion th{font-weight:600;border-bottom:1px solid " + var("line") + "}"
-    ".tlw-fusion td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
+    ".tlw-theme.tlw-fusion table td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
     ".tlw-fusion code,.tlw-fusion pre{font:12px var(--jp-code-font-family,monospace)}"
     ".tlw-fusion pre{max-width:640px;max-height:320px;overflow:auto;margin:2px 0;padding:4px;background:" + var("bg2")
     + ";color:" + var("fg") + "}"
