@@ -1,4 +1,5 @@
-"""First paint of the widgets in Debian's Chromium: page load → widget drawn (targets: GPT-2 grad graph ≤ 1 s).
+"""First paint of the widgets in Debian's Chromium: page load → widget drawn (targets: GPT-2 grad graph ≤ 1 s,
+a 1,024-program Triton grid ≤ 500 ms).
 
 The page loads the real bundle (torchlens_widgets/static/*.js) over a loopback HTTP server and calls its
 anywidget `render` with a stand-in model holding the picture Python computed. Reported: the time from
@@ -120,13 +121,38 @@ def memory_cases() -> list[tuple[str, str, dict[str, Any]]]:
              {"model": model, "panel": {}, "selected_event": None, "hovered_band": None, "x_axis": "event"})]
 
 
+def triton_grid_cases() -> list[tuple[str, str, dict[str, Any]]]:
+    """A masked kernel over a vector, 1,024 programs, run through the grid lens (the interpreter takes a few
+    seconds); the last program (the ragged one) shown. Skipped without Triton."""
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return []
+    import torch
+
+    from torchlens_widgets.lenses.triton_grid import program_grid
+    from torchlens_widgets.render.triton_grid import program_grid_model
+
+    @triton.jit
+    def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+    n = 1024 * 64 - 20
+    grid = program_grid(scale_kernel, (1024,), torch.randn(n), torch.empty(n), n, BLOCK=64)
+    return [("Triton grid, 1,024 programs", "tgrid", {"model": program_grid_model(grid.to_dict()), "program": [1023]})]
+
+
 def main() -> None:
     if not Path(CHROMIUM).exists():
         print(f"skipped: {CHROMIUM} is missing (apt-get install -y chromium)")
         return
     from playwright.sync_api import sync_playwright
 
-    cases: list[tuple[str, str, Any]] = stride_cases() + grad_graph_cases() + torchviz_cases() + memory_cases()
+    cases: list[tuple[str, str, Any]] = (stride_cases() + grad_graph_cases() + torchviz_cases() + memory_cases()
+                                         + triton_grid_cases())
     with tempfile.TemporaryDirectory() as tmp:
         for js in (ROOT / "torchlens_widgets" / "static").glob("*.js"):
             shutil.copy(js, tmp)

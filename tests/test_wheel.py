@@ -48,7 +48,7 @@ def test_wheel_carries_both_extensions_the_license_and_the_bundles(wheel: Path) 
     assert size <= JS_BUDGET, f"lab extension JS is {size} bytes (budget {JS_BUDGET})"
     assert config == {"ServerApp": {"jpserver_extensions": {"torchlens_widgets.course.server": True}}}
     assert package["name"] == "torchlens-widgets" and package["jupyterlab"]["_build"]["load"].startswith("static/remoteEntry")
-    for bundle in ("stride", "dispatch", "gradgraph", "memory", "dtable"):
+    for bundle in ("stride", "dispatch", "gradgraph", "memory", "dtable", "tgrid"):
         assert f"torchlens_widgets/static/{bundle}.js" in names
     assert "torchlens_widgets/course/REST.md" in names
     assert not [n for n in names if "node_modules" in n or n.startswith(("tests/", "labextension/"))]

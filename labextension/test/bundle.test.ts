@@ -8,6 +8,7 @@ import { FakeModel } from "./fake_model";
 import { fixtureModel } from "./fixture";
 import { gradModel } from "./gradgraph_fixture";
 import { memModel } from "./memory_fixture";
+import { tgridModel } from "./tgrid_fixture";
 
 const STATIC = "../../torchlens_widgets/static/";
 const loaders = import.meta.glob("../../torchlens_widgets/static/*.js");
@@ -96,4 +97,15 @@ describeBundle("dtable", {
   }),
   drawn: (el) => expect(el.querySelector("tr.runs")!.getAttribute("data-key")).toBe("AutogradCPU"),
   root: "table",
+});
+
+describeBundle("tgrid", {
+  maxBytes: 20 * 1024,
+  svg: false,
+  values: () => ({ model: tgridModel("add"), program: [2] }),
+  drawn: (el) => {
+    expect(el.querySelectorAll(".pids .tlw-pid")).toHaveLength(3);
+    expect(el.querySelectorAll('.detail .c.mk[data-tensor="x_ptr"]')).toHaveLength(2);
+  },
+  root: ".tlw-tg",
 });

@@ -125,3 +125,21 @@ def test_warnings_are_shown() -> None:
     flagged = ADD | {"warnings": ["the kernel computes in bf16: ... WRONG here"], "raw_bits_dtypes": ["bf16"]}
     html = program_grid_html(flagged)
     assert "WRONG" in "".join(_parse(html).itertext()) and "WARNING" in program_grid_text(flagged)
+
+
+def test_a_large_grid_draws_the_selected_program_and_the_window_it_reached() -> None:
+    n = 40 * 32 - 10
+    data = ADD | {"kernel": "long", "grid": [40], "num_programs": 40, "tensors": [_tensor("x_ptr", n)],
+                  "programs": [{"pid": [p], "errors": 0, "accesses": [
+                      _access("load", "x_ptr", [[32 * p, min(32 * p + 32, n)]], [[n, n + 10]] if p == 39 else [],
+                              lanes=32)]} for p in range(40)]}
+    root = _parse(program_grid_html(data, program=39))
+    assert [e.text for e in _cells(root, "sel")] == ["39"]  # past the first 32 ids, after a gap
+    assert _cells(root, "gap") and "axis 0: 3 more" in "".join(root.itertext())
+    titles = _titles(root, "ld") + _titles(root, "mk") + _titles(root, "oth")
+    indices = sorted(int(t.split("[")[1].split("]")[0]) for t in titles)
+    assert indices[0] == 38 * 32 and indices[-1] == 40 * 32 - 1  # a row of context above, the masked lanes past the end
+    assert "elements 0..1215 above not drawn" in "".join(root.itertext())
+    far = _parse(program_grid_html(data, program=20))
+    assert "elements 704..1269 below not drawn" in "".join(far.itertext())
+    assert len(_titles(far, "ld")) == 32

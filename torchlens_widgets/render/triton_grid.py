@@ -11,10 +11,13 @@ from typing import Any
 from .markup import esc
 from .theme import STYLE, var
 
-__all__ = ["MAX_CELLS", "program_grid_html", "program_grid_text", "select_program"]
+__all__ = ["MAX_CELLS", "MAX_ROWS", "flat_pid", "program_grid_html", "program_grid_model", "program_grid_text", "reach",
+           "select_program", "tensor_window"]
 
-#: Cells drawn per tensor (elements past it are counted, not drawn), and program ids drawn per axis.
-MAX_CELLS = 1024
+#: Rows of cells drawn per tensor (a window around what the program reached; the rest is counted, not drawn),
+#: at most 32 cells a row, and program ids drawn per axis (plus a few around the selected one).
+MAX_ROWS = 32
+MAX_CELLS = MAX_ROWS * 32
 _AXIS_CELLS = (32, 16, 4)
 _WRAP = 32  # cells per row for 1-D tensors
 
@@ -26,19 +29,20 @@ _CSS = (
     ".tlw-tgrid .msg.bad{color:" + var("bad") + ";border-color:" + var("bad") + "}"
     ".tlw-tgrid .msg.warn{color:" + var("warn") + ";border-color:" + var("warn") + "}"
     ".tlw-tgrid .pids{margin:4px 0 8px}"
-    ".tlw-tgrid .prow{white-space:nowrap}"
+    ".tlw-tgrid .prow{white-space:nowrap}.tlw-tgrid .prow.wrap{white-space:normal}"
     ".tlw-tgrid .pid{display:inline-block;min-width:1.6em;margin:1px;padding:0 4px;text-align:center;"
     "font:11px/18px var(--jp-code-font-family,monospace);color:" + var("fg") + ";background:" + var("bg2") + ";"
     "border:1px solid " + var("line") + ";border-radius:2px}"
     ".tlw-tgrid .pid.err{border:2px solid " + var("bad") + "}"
     ".tlw-tgrid .pid.unrec{color:" + var("fg2") + ";border-style:dashed;background:" + var("bg") + "}"
+    ".tlw-tgrid .pid.gap{border-color:transparent;background:transparent}"
     ".tlw-tgrid .pid.sel{background:" + var("accent") + ";color:" + var("bg") + ";font-weight:600}"
     ".tlw-tgrid .tensor{margin:6px 0 10px}"
     ".tlw-tgrid .trow{white-space:nowrap;line-height:0}"
     ".tlw-tgrid .lbl{display:inline-block;min-width:3.5em;padding-right:4px;text-align:right;vertical-align:middle;"
     "font:10px/14px var(--jp-code-font-family,monospace);color:" + var("fg2") + "}"
     ".tlw-tgrid .c{display:inline-block;box-sizing:border-box;width:14px;height:14px;margin:1px;"
-    "vertical-align:middle;border:1px solid " + var("line") + ";background:" + var("bg2") + "}"
+    "vertical-align:middle;border:1px solid " + var("line") + ";background:" + var("bg") + "}"
     ".tlw-tgrid .c.ld{background:" + var("cat1") + "}"
     ".tlw-tgrid .c.st{background:" + var("cat2") + "}"
     ".tlw-tgrid .c.both{background:" + var("cat5") + "}"
@@ -50,7 +54,7 @@ _CSS = (
     ".tlw-tgrid .legend{margin:4px 0 8px}"
     ".tlw-tgrid .legend span.item{display:inline-block;margin-right:12px;white-space:nowrap}"
     ".tlw-tgrid table{border-collapse:collapse;margin:4px 0;color:inherit;font:inherit}"
-    ".tlw-tgrid td,.tlw-tgrid th{padding:1px 10px 1px 0;text-align:left;vertical-align:top}"
+    ".tlw-theme.tlw-tgrid table td,.tlw-theme.tlw-tgrid table th{padding:1px 10px 1px 0;text-align:left;vertical-align:top}"
     ".tlw-tgrid code{font:12px var(--jp-code-font-family,monospace)}"
 )
 
@@ -136,20 +140,54 @@ def _states(data: Mapping[str, Any], selected: Mapping[str, Any] | None, tensor:
     return cells, before
 
 
-def _tensor_html(t: Mapping[str, Any], cells: dict[int, str], before: int) -> str:
+def reach(accesses: Sequence[Mapping[str, Any]], tensor: str) -> tuple[int, int] | None:
+    """The indices `[lo, hi)` one program's accesses of `tensor` reach (masked and out of bounds included)."""
+    ends = [(a, b) for acc in accesses if acc["tensor"] == tensor
+            for key in ("elements", "masked", "out_of_bounds") for a, b in acc[key]]
+    return (min(a for a, _ in ends), max(b for _, b in ends)) if ends else None
+
+
+def tensor_window(t: Mapping[str, Any], span: tuple[int, int] | None) -> tuple[int, int, int, bool]:
+    """What part of a tensor to draw, as (columns, start, stop, matrix rows?): all of it when it fits in
+    MAX_ROWS rows (masked lanes past the end included), else the rows around `span` with a row of context on
+    each side, at most MAX_ROWS of them. The widget (labextension/src/tgrid/model.ts) draws the same."""
     n = int(t["numel"])
     shape = list(t["shape"])
-    two_d = bool(t["contiguous"]) and len(shape) == 2 and 0 < shape[-1] <= 64
-    cols = int(shape[-1]) if two_d else min(_WRAP, max(n, 1))
-    shown = min(n, MAX_CELLS - MAX_CELLS % cols)
-    past = [i for i in cells if i >= n]
-    end = max(past) + 1 if past else n
-    last = max(shown, min(end, n + MAX_CELLS // 4)) if end > n else shown
+    matrix = bool(t["contiguous"]) and len(shape) == 2 and 0 < shape[-1] <= 64
+    cols = int(shape[-1]) if matrix else min(_WRAP, max(n, 1))
+    lo = max(span[0], 0) if span else 0
+    hi = max(span[1], lo + 1) if span else min(n, 1)
+    end = max(n, hi)
+    if -(-end // cols) <= MAX_ROWS:
+        return cols, 0, end, matrix
+    first = max(lo // cols - 1, 0)
+    last = min(-(-hi // cols) + 1, first + MAX_ROWS, -(-end // cols))
+    return cols, first * cols, min(last * cols, end), matrix
+
+
+def window_notes(t: Mapping[str, Any], start: int, stop: int, span: tuple[int, int] | None, before: int) -> list[str]:
+    """What a drawn window leaves out (the same words in the widget)."""
+    n = int(t["numel"])
+    notes = []
+    if start > 0:
+        notes.append(f"elements 0..{start - 1} above not drawn")
+    if stop < n:
+        notes.append(f"elements {stop}..{n - 1} below not drawn")
+    if span is not None and span[1] > max(stop, n):
+        notes.append(f"indices up to {span[1] - 1} reached, not all drawn")
+    if before:
+        notes.append(f"{before} index(es) before the first element")
+    if not t["contiguous"]:
+        notes.append("not contiguous: cells are storage positions from its first element")
+    return notes
+
+
+def _tensor_html(t: Mapping[str, Any], cells: dict[int, str], before: int, span: tuple[int, int] | None) -> str:
+    n = int(t["numel"])
+    cols, first, last, matrix = tensor_window(t, span)
     rows = []
-    for start in range(0, last, cols):
-        if shown <= start < n:  # the part of a large tensor that is not drawn
-            continue
-        label = f"[{start // cols}]" if two_d and start < n else (str(start) if start < n else f"{start}+")
+    for start in range(first, last, cols):
+        label = f"[{start // cols}]" if matrix and start < n else (str(start) if start < n else f"{start}+")
         row = [f'<span class="lbl">{label}</span>']
         for i in range(start, min(start + cols, last)):
             state = cells.get(i, "")
@@ -157,16 +195,19 @@ def _tensor_html(t: Mapping[str, Any], cells: dict[int, str], before: int) -> st
             word = next(w for c, _, w in _STATES if c == cls)
             row.append(f'<span class="c {cls}" title="{esc(t["name"])}[{i}]: {word}"></span>')
         rows.append(f'<div class="trow">{"".join(row)}</div>')
-    notes = []
-    if shown < n:
-        notes.append(f"elements {shown}..{n - 1} not drawn")
-    if end > last:
-        notes.append(f"indices up to {end - 1} past the end, not all drawn")
-    if before:
-        notes.append(f"{before} index(es) before the first element")
-    head = (f'<div><b>{esc(t["name"])}</b> <span class="muted">{esc(t["dtype"])} {esc(tuple(shape))}, '
-            f'{n} element(s){", " + "; ".join(notes) if notes else ""}</span></div>')
+    notes = window_notes(t, first, last, span, before)
+    head = (f'<div><b>{esc(t["name"])}</b> <span class="muted">{esc(t["dtype"])} {esc(tuple(t["shape"]))}, '
+            f'{n} element(s){"; " + "; ".join(notes) if notes else ""}</span></div>')
     return f'<div class="tensor">{head}{"".join(rows)}</div>'
+
+
+def _axis_ids(n: int, limit: int, want: int | None) -> list[int | None]:
+    """The ids drawn along one axis: the first `limit`, then (after a gap, None) a few around `want`."""
+    ids: list[int | None] = list(range(min(n, limit)))
+    if want is not None and want >= limit:
+        ids.append(None)
+        ids += list(range(max(limit, want - 4), min(n, want + 5)))
+    return ids
 
 
 def _grid_html(data: Mapping[str, Any], selected: Mapping[str, Any] | None) -> str:
@@ -174,22 +215,35 @@ def _grid_html(data: Mapping[str, Any], selected: Mapping[str, Any] | None) -> s
     ndim = len(data["grid"])
     recorded = {tuple(p["pid"]): p for p in data["programs"]}
     sel = tuple(selected["pid"]) if selected is not None else None
+    want = list(sel) + [0] * (3 - len(sel)) if sel is not None else [None, None, None]
+    axes = [_axis_ids(grid[a], _AXIS_CELLS[a], want[a]) for a in range(3)]
+    gap = '<span class="pid gap">…</span>'
     out = []
-    for z in range(min(grid[2], _AXIS_CELLS[2])):
+    for z in axes[2]:
+        if z is None:
+            out.append('<div class="muted">…</div>')
+            continue
         if ndim == 3:
             out.append(f'<div class="muted">axis 2 = {z}</div>')
-        for y in range(min(grid[1], _AXIS_CELLS[1])):
+        for y in axes[1]:
+            if y is None:
+                out.append(f'<div class="prow">{gap}</div>')
+                continue
             cells = []
-            for x in range(min(grid[0], _AXIS_CELLS[0])):
+            for x in axes[0]:
+                if x is None:
+                    cells.append(gap)
+                    continue
                 pid = (x, y, z)[:ndim]
                 p = recorded.get(pid)
                 cls = ("sel " if pid == sel else "") + ("unrec" if p is None else "err" if p.get("errors") else "")
                 label = ",".join(str(i) for i in pid)
                 cells.append(f'<span class="pid {cls.strip()}" title="program {_pid_text(pid)}">{label}</span>')
-            out.append(f'<div class="prow">{"".join(cells)}</div>')
-    more = [f"axis {a}: {grid[a] - _AXIS_CELLS[a]} more" for a in range(ndim) if grid[a] > _AXIS_CELLS[a]]
-    axes = "axis 0 →" + (", axis 1 ↓" if ndim > 1 else "")
-    note = f'<div class="muted">{axes}{" (" + "; ".join(more) + " not drawn)" if more else ""}</div>'
+            out.append(f'<div class="prow{" wrap" if ndim == 1 else ""}">{"".join(cells)}</div>')
+    drawn = [sum(i is not None for i in axes[a]) for a in range(3)]
+    more = [f"axis {a}: {grid[a] - drawn[a]} more" for a in range(ndim) if grid[a] > drawn[a]]
+    axes_text = "axis 0 →" + (", axis 1 ↓" if ndim > 1 else "")
+    note = f'<div class="muted">{axes_text}{" (" + "; ".join(more) + " not drawn)" if more else ""}</div>'
     return f'<div class="pids">{"".join(out)}{note}</div>'
 
 
@@ -220,8 +274,10 @@ def program_grid_html(data: Mapping[str, Any], program: int | Sequence[int] | No
     touched = {a["tensor"] for a in selected["accesses"]}
     for t in data["tensors"]:
         if t["name"] in touched:
-            cells, before = _states(data, selected, t["name"], int(t["numel"]) + MAX_CELLS)
-            parts.append(_tensor_html(t, cells, before))
+            span = reach(selected["accesses"], t["name"])
+            stop = tensor_window(t, span)[2]
+            cells, before = _states(data, selected, t["name"], stop)
+            parts.append(_tensor_html(t, cells, before, span))
     untouched = [t["name"] for t in data["tensors"] if t["name"] not in touched]
     if untouched:
         parts.append(f'<div class="muted">not touched by this program: {esc(", ".join(untouched))}</div>')
@@ -229,8 +285,9 @@ def program_grid_html(data: Mapping[str, Any], program: int | Sequence[int] | No
         rows = "".join(
             f"<tr><td>tl.{esc(a['op'])}</td><td>{esc(a['tensor'])}</td><td>{a['line'] or ''}</td>"
             f"<td><code>{esc(_runs_text(a['elements']))}</code></td><td>{a['touched']} of {a['lanes']}</td>"
-            f"<td>{a['masked_lanes'] or ''}</td><td><code>{esc(_runs_text(a['out_of_bounds']) if a['out_of_bounds'] else '')}"
-            "</code></td></tr>" for a in selected["accesses"])
+            f"<td>{a['masked_lanes'] or ''}</td><td>"
+            + (f"<code>{esc(_runs_text(a['out_of_bounds']))}</code>" if a["out_of_bounds"] else "")
+            + "</td></tr>" for a in selected["accesses"])
         parts.append("<table><tr><th>access</th><th>tensor</th><th>line</th><th>elements</th><th>lanes</th>"
                      f"<th>masked lanes</th><th>out of bounds</th></tr>{rows}</table>")
     else:
@@ -261,3 +318,65 @@ def program_grid_text(data: Mapping[str, Any], program: int | Sequence[int] | No
     if data.get("left_out"):
         lines.append(f"  left out: {data['left_out']}")
     return "\n".join(lines)
+
+
+# ---- the widget's model ---------------------------------------------------------------------------------------
+
+def flat_pid(pid: Sequence[int], grid: Sequence[int]) -> int:
+    """A program id as one number, axis 0 fastest: x + gx * (y + gy * z) (the order the widget draws)."""
+    dims = list(grid) + [1] * (3 - len(grid))
+    x, y, z = (list(pid) + [0, 0])[:3]
+    return int(x + dims[0] * (y + dims[1] * z))
+
+
+def _flat_runs(runs: Sequence[Sequence[int]]) -> list[int]:
+    return [int(v) for run in runs for v in run]
+
+
+def program_grid_model(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The interactive widget's model (schema `tgrid` version 1): the same data, compact enough that a
+    1,024-program kernel sends tens of kilobytes. Index runs stay runs, flattened to `[start, stop, ...]`;
+    what is common to one access site (op, tensor, line, lanes) is stored once in `sites`.
+
+    programs: `[flat pid, out-of-bounds errors, [[site, touched, elements, masked, masked lanes,
+    out of bounds], ...]]` in launch order; trailing empty fields of an access are left off. `flat pid` is
+    `flat_pid(pid, grid)`."""
+    grid = [int(n) for n in data["grid"]]
+    tensors = [{"name": t["name"], "dtype": t["dtype"], "shape": list(t["shape"]), "numel": int(t["numel"]),
+                "contiguous": bool(t["contiguous"])} for t in data["tensors"]]
+    tensor_index = {t["name"]: i for i, t in enumerate(tensors)}
+    sites: list[dict[str, Any]] = []
+    site_index: dict[tuple[Any, ...], int] = {}
+    programs: list[list[Any]] = []
+    for p in data["programs"]:
+        accesses: list[list[Any]] = []
+        for a in p["accesses"]:
+            if a["tensor"] not in tensor_index:  # not an argument the lens described: keep it drawable
+                tensor_index[a["tensor"]] = len(tensors)
+                tensors.append({"name": a["tensor"], "dtype": "?", "shape": [], "numel": 0, "contiguous": False})
+            key = (a["op"], tensor_index[a["tensor"]], a["line"], int(a["lanes"]))
+            if key not in site_index:
+                site_index[key] = len(sites)
+                sites.append({"op": key[0], "tensor": key[1], "line": key[2], "lanes": key[3]})
+            row: list[Any] = [site_index[key], int(a["touched"]), _flat_runs(a["elements"]),
+                              _flat_runs(a["masked"]), int(a["masked_lanes"]), _flat_runs(a["out_of_bounds"])]
+            while len(row) > 3 and not row[-1]:
+                row.pop()
+            accesses.append(row)
+        programs.append([flat_pid(p["pid"], grid), int(p.get("errors") or 0), accesses])
+    return {
+        "kind": "tgrid",
+        "version": 1,
+        "kernel": data["kernel"],
+        "grid": grid,
+        "num_programs": int(data["num_programs"]),
+        "interpreter": data.get("interpreter", ""),
+        "tensors": tensors,
+        "sites": sites,
+        "source": [[int(n), str(text)] for n, text in data.get("source_lines", ())],
+        "programs": programs,
+        "messages": [e["message"] for e in data["errors"][:8]],
+        "errors_total": int(data["errors_total"]),
+        "warnings": list(data.get("warnings", ())),
+        "left_out": data.get("left_out"),
+    }
