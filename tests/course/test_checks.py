@@ -473,6 +473,22 @@ def test_patching_a_method_of_a_package_class_is_tampering(progress: Path) -> No
     assert StreamSim.__dict__["launch"] is original
 
 
+def test_patching_the_triton_grid_lens_behind_program_grid_is_tampering(progress: Path) -> None:
+    # a test cell trusts what program_grid records: an answer that masks its own out-of-bounds lanes inside the
+    # recorder (or patches the compile lens) is caught like any other patch of the package
+    import torchlens_widgets.lenses.compile_trace as compile_lens
+    import torchlens_widgets.lenses.triton_grid as grid_lens
+
+    recorder, kernels_in = grid_lens._Recorder.__dict__["access"], compile_lens._kernels_in
+    grid_lens._Recorder.access = lambda self, *a, **k: None  # type: ignore[method-assign]
+    compile_lens._kernels_in = lambda code: {}  # type: ignore[assignment]
+    with pytest.raises(CheckFailed, match=r"triton_grid._Recorder.access was replaced") as failed:
+        with check("99-patched-grid-lens") as c:
+            c.equal(1, 1)
+    assert "compile_trace._kernels_in was replaced" in str(failed.value)
+    assert grid_lens._Recorder.__dict__["access"] is recorder and compile_lens._kernels_in is kernels_in
+
+
 def test_copy_count_of_a_watched_answer_and_banning_one_modes_handler(progress: Path) -> None:
     x = torch.randn(8, 8)
     with check("99-copies-of-watched") as c:

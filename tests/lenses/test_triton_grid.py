@@ -221,3 +221,50 @@ def test_a_failing_kernel_names_the_program_and_everything_is_restored() -> None
     with pytest.raises(TritonGridError, match=r"program \(0,\).*float32"):
         program_grid(scale, (1,), x, 3, BLOCK=4)
     assert _builder_state() == before
+
+
+@triton.jit
+def add_in_float32(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    total = tl.load(x_ptr + offs, mask=mask).to(tl.float32) + tl.load(y_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(out_ptr + offs, total.to(tl.bfloat16), mask=mask)
+
+
+_twice_interpreted = interp.InterpretedFunction(_twice.fn)  # a helper as @triton.jit makes it under TRITON_INTERPRET=1
+
+
+@triton.jit
+def calls_interpreted(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, _twice_interpreted(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)
+
+
+def test_a_downcast_to_bfloat16_is_flagged_because_the_interpreter_rounds_it_toward_zero() -> None:
+    # 0.1 + 1 in float32 is 1.1000977; the bfloat16 steps around it are 1.09375 and 1.1015625 (nearer)
+    a, b = torch.tensor([0.1, -0.1, 1.5]).bfloat16(), torch.tensor([1.0, -1.0, 1.0]).bfloat16()
+    out = torch.zeros(3, dtype=torch.bfloat16)
+    grid = program_grid(add_in_float32, (1,), a, b, out, 3, BLOCK=4)
+    if triton.__version__ == "3.7.1":  # observed: the top 16 bits are kept
+        assert out.tolist() == [1.09375, -1.09375, 2.5] and (a + b).tolist() == [1.1015625, -1.1015625, 2.5]
+    assert grid.raw_bits_dtypes == () and grid.truncated_casts == ("fp32 -> bf16",) and not grid.ok
+    assert any("toward zero" in w for w in grid.warnings)
+    f32 = program_grid(add_kernel, (1,), a.float(), b.float(), torch.zeros(3), 3, BLOCK=4)
+    assert f32.truncated_casts == () and f32.ok
+    half = program_grid(add_kernel, (1,), a.half(), b.half(), torch.zeros(3, dtype=torch.half), 3, BLOCK=4)
+    assert half.truncated_casts == () and half.raw_bits_dtypes == () and half.ok  # numpy has float16: right
+
+
+def test_jit_helpers_the_kernel_called_are_listed_whichever_way_they_were_defined() -> None:
+    x = torch.randn(2, 5)
+    out = torch.empty_like(x)
+    grid = program_grid(row_softmax, (2,), x, out, 5, 5, BLOCK=8)
+    assert grid.helpers == ("triton.language.standard.max", "triton.language.standard.sum")
+    assert torch.allclose(out, x.softmax(-1))
+    y, o = torch.arange(6, dtype=torch.float32), torch.zeros(6)
+    assert program_grid(twice_kernel, (2,), y, o, 6, BLOCK=4).helpers == (f"{__name__}._twice",)
+    before = _builder_state()
+    o.zero_()
+    grid = program_grid(calls_interpreted, (1,), y, o, 6, BLOCK=8)
+    assert grid.helpers == (f"{__name__}._twice",) and torch.equal(o, 2 * y)
+    assert _builder_state() == before and "__call__" in vars(interp.InterpretedFunction)

@@ -120,12 +120,15 @@ class ProgramGrid:
     left_out: str | None = None  # what was run but not recorded
     warnings: tuple[str, ...] = ()
     raw_bits_dtypes: tuple[str, ...] = ()  # bf16/fp8 types the kernel did arithmetic in (wrong in the interpreter)
+    truncated_casts: tuple[str, ...] = ()  # "float32 -> bf16": downcasts the interpreter rounds toward zero
+    helpers: tuple[str, ...] = ()  # @triton.jit functions the kernel called ("triton.language.standard.max"), in order
     interpreter: str = field(default="")  # "triton 3.7.1 interpreter"
+    source_lines: tuple[tuple[int, str], ...] = ()  # (line, stripped source) of each line that loaded or stored
 
     @property
     def ok(self) -> bool:
         """No out-of-bounds access and no value the interpreter got wrong."""
-        return self.errors_total == 0 and not self.raw_bits_dtypes
+        return self.errors_total == 0 and not self.raw_bits_dtypes and not self.truncated_casts
 
     def program(self, pid: int | Sequence[int]) -> Program:
         """The recorded program `pid` (an int for a 1-D grid, else a tuple)."""
@@ -298,6 +301,8 @@ class _Recorder:
         self.errors_total = 0
         self.errors_per_program: dict[tuple[int, ...], int] = {}
         self.raw_bits: set[str] = set()
+        self.truncated: set[str] = set()
+        self.helpers: dict[str, None] = {}
         self.atomics = 0
         self.order: dict[tuple[int, ...], int] = {}
         self.last_pid: tuple[int, ...] | None = None
@@ -378,6 +383,19 @@ class _Recorder:
             message=(f"program {pid}: tl.{op}{where} {verb} {name}[{format_runs(runs)}], {addr.size} lane(s) "
                      f"outside every tensor argument{size}, without a mask" + (f" -- {src}" if src else ""))))
 
+    def helper(self, fn: Any) -> None:
+        """A @triton.jit function called from the kernel (tl.max, tl.softmax, your own helpers)."""
+        name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
+        self.helpers.setdefault(name, None)
+
+    def cast(self, src: Any, dst_type: Any) -> None:
+        """A float downcast to bfloat16: the interpreter keeps the top 16 bits (rounds toward zero), where a GPU
+        rounds to nearest even, so the last bit of the value can differ."""
+        src_name = getattr(getattr(getattr(src, "dtype", None), "scalar", None), "name", None)
+        dst_name = getattr(getattr(dst_type, "scalar", dst_type), "name", None)
+        if dst_name == "bf16" and src_name in ("fp32", "fp64"):
+            self.truncated.add(f"{src_name} -> bf16")
+
     def raw(self, *handles: Any) -> None:
         for h in handles:
             ty: Any = getattr(h, "dtype", None)
@@ -455,14 +473,28 @@ def _patched(rec: _Recorder, interp: Any) -> Iterator[None]:
         return apply
 
     def nested(self: Any, *a: Any, **k: Any) -> Any:  # a @triton.jit helper called from the kernel
+        rec.helper(self.fn)
         scope = interp._patch_lang(self.fn)
         try:
             return interp.InterpretedFunction(self.fn).rewrite()(*a, **k)
         finally:
             scope.restore()
 
+    interpreted_call = interp.InterpretedFunction.__call__
+
+    def interpreted(self: Any, *a: Any, **k: Any) -> Any:  # a helper defined while TRITON_INTERPRET=1 was set
+        rec.helper(self.fn)
+        return interpreted_call(self, *a, **k)
+
+    fp_trunc = b.create_fp_trunc
+
+    def create_fp_trunc(src: Any, dst_type: Any) -> Any:
+        rec.cast(src, dst_type)
+        return fp_trunc(src, dst_type)
+
     try:
         put(b, "set_grid_idx", set_grid_idx)
+        put(b, "create_fp_trunc", create_fp_trunc)
         put(b, "create_masked_load", masked_load)
         put(b, "create_masked_store", masked_store)
         put(b, "ternary_op", ternary_op)
@@ -473,6 +505,7 @@ def _patched(rec: _Recorder, interp: Any) -> Iterator[None]:
         for cls in (interp.ReduceOps, interp.ScanOps):
             put(cls, "apply", scan_apply(cls))
         put(JITFunction, "__call__", nested)
+        put(interp.InterpretedFunction, "__call__", interpreted)
         yield
     finally:
         while saved:
@@ -553,14 +586,24 @@ def _result(fn: Callable[..., Any], dims: tuple[int, ...], named: dict[str, Any]
                         "bit patterns, so the values it stored are WRONG here (a GPU computes them correctly). The "
                         "accesses recorded are right. To get right values, convert after loading (x.to(tl.float32)) "
                         "and back before storing")
+    if rec.truncated:
+        kinds = ", ".join(sorted(rec.truncated))
+        warnings.append(f"the kernel converts {kinds}: Triton's interpreter rounds that conversion toward zero, a GPU "
+                        "to nearest even, so the last bit of the values stored here can differ from a GPU's (and from "
+                        "torch's). Compare such results with a tolerance of one bfloat16 step, or store float32")
     if rec.atomics:
         warnings.append(f"{rec.atomics} atomic operation(s) ran and are not recorded or bounds-checked")
     if rec.errors_total:
         warnings.append("out-of-bounds lanes were neither read (they loaded 0 / `other`) nor written here; the "
                         "plain interpreter would have read or written whatever memory lies there")
+    lines = sorted({a.line for accesses in rec.programs.values() for a in accesses if a.line}
+                   | {e.line for e in rec.errors if e.line})
+    filename = fn.__code__.co_filename
+    source_lines = tuple((n, text) for n in lines if (text := linecache.getline(filename, n).strip()))
     scalars = tuple((k, _scalar_text(v)) for k, v in named.items() if not isinstance(v, torch.Tensor)
                     and not (isinstance(v, tuple) and any(isinstance(x, torch.Tensor) for x in v)))
     return ProgramGrid(kernel=fn.__name__, grid=dims, num_programs=total, tensors=tuple(rec.tensors),
                        scalars=scalars, programs=programs, errors=tuple(rec.errors), errors_total=rec.errors_total,
                        left_out=left_out, warnings=tuple(warnings), raw_bits_dtypes=tuple(sorted(rec.raw_bits)),
-                       interpreter=f"triton {triton.__version__} interpreter")
+                       truncated_casts=tuple(sorted(rec.truncated)), helpers=tuple(rec.helpers),
+                       interpreter=f"triton {triton.__version__} interpreter", source_lines=source_lines)
