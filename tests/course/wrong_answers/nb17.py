@@ -1,0 +1,157 @@
+"""Wrong answers for notebook 17 (Triton on a CPU): each must fail its check for the reason in `expect`."""
+
+from __future__ import annotations
+
+from tests.course.wrong_answers import Wrong
+
+_DIFF_HEAD = "@triton.jit\ndef diff_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):\n"
+_SOFTMAX_HEAD = ("@triton.jit\ndef softmax_kernel(x_ptr, out_ptr, x_row_stride, out_row_stride, n_cols, "
+                 "BLOCK: tl.constexpr):\n")
+_OFFS = "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+_ROW = "    row = tl.program_id(0)\n    cols = tl.arange(0, BLOCK)\n    inside = cols < n_cols\n"
+_X_ROW = "x_ptr + row * x_row_stride + cols"
+_OUT_ROW = "out_ptr + row * out_row_stride + cols"
+
+# Python run from inside an interpreted kernel: the block's NumPy data through torch and back into a tl.tensor
+_THROUGH_TORCH = '''
+import numpy as _np
+from triton.runtime.interpreter import TensorHandle as _Handle
+
+
+def _as_torch(block):
+    return torch.from_numpy(_np.array(block.handle.data))
+
+
+def _as_block(t, like):
+    return tl.tensor(_Handle(t.numpy(), like.handle.dtype.scalar), like.type)
+
+
+'''
+
+
+def _diff(body: str, before: str = "") -> str:
+    return before + _DIFF_HEAD + body
+
+
+def _softmax(body: str, before: str = "") -> str:
+    return before + _SOFTMAX_HEAD + body
+
+
+_TILES = {"programs": 6, "program storing out[9, 12]": (2, 1), "its masked lanes": 22,
+          "programs with a masked lane": 4, "masked lanes in all": 62}
+
+
+def _tiles(**changes: object) -> str:
+    return f"PREDICT_TILES = {({**_TILES, **changes})!r}\n"
+
+
+WRONG = {
+    "17-masked-diff": [
+        Wrong("no mask at all",
+              _diff(_OFFS + "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1) - tl.load(x_ptr + offs))\n"),
+              "outside"),
+        Wrong("masks with offs < n: one lane too many",
+              _diff(_OFFS + "    m = offs < n\n"
+                    "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1, mask=m) - tl.load(x_ptr + offs, mask=m),"
+                    " mask=m)\n"), "outside"),
+        Wrong("masks the store only: the values come out right",
+              _diff(_OFFS + "    m = offs < n - 1\n"
+                    "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1) - tl.load(x_ptr + offs), mask=m)\n"),
+              "outside"),
+        Wrong("subtracts the wrong way round",
+              _diff(_OFFS + "    m = offs < n - 1\n"
+                    "    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) - tl.load(x_ptr + offs + 1, mask=m),"
+                    " mask=m)\n"), "values differ"),
+        Wrong("computes in float32 whatever the input (right for the visible float32 cases only)",
+              _diff(_OFFS + "    m = offs < n - 1\n"
+                    "    left = tl.load(x_ptr + offs, mask=m).to(tl.float32)\n"
+                    "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1, mask=m).to(tl.float32) - left, mask=m)\n"),
+              "diff_kernel on 50 elements (float64)"),
+        Wrong("forgot the program id: every program does block 0",
+              _diff("    offs = tl.arange(0, BLOCK)\n    m = offs < n - 1\n"
+                    "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1, mask=m) - tl.load(x_ptr + offs, mask=m),"
+                    " mask=m)\n"), "was never stored"),
+        Wrong("a Python function that calls torch.diff",
+              "def diff_kernel(x, out, n, BLOCK=8):\n    out.copy_(torch.diff(x))\n", "not a plain Python function",
+              gaming=True),
+        Wrong("loads and stores as a kernel should, but subtracts with torch inside it",
+              _diff(_OFFS + "    m = offs < n - 1\n    left = tl.load(x_ptr + offs, mask=m)\n"
+                    "    right = tl.load(x_ptr + offs + 1, mask=m)\n"
+                    "    tl.store(out_ptr + offs, _as_block(_as_torch(right) - _as_torch(left), left), mask=m)\n",
+                    before=_THROUGH_TORCH), "ran aten.", gaming=True),
+        Wrong("rebinds the notebook's program_grid to a fake that sees no problem",
+              "program_grid = lambda *a, **k: None\nshow_program_grid = program_grid\n"
+              + _diff(_OFFS + "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1) - tl.load(x_ptr + offs))\n"),
+              "outside", gaming=True),
+        Wrong("patches the lens's recorder so that out-of-bounds lanes look masked",
+              "import numpy as _np\nimport torchlens_widgets.lenses.triton_grid as _lens\n"
+              "_real = _lens._Recorder.access\n\n\n"
+              "def _quiet(self, op, ptrs, mask, itemsize):\n"
+              "    a = _np.asarray(ptrs).astype(_np.int64)\n"
+              "    inside = _np.zeros(a.shape, dtype=bool)\n"
+              "    for r in self.regions:\n"
+              "        inside |= (a >= r.start) & (a + itemsize <= r.end)\n"
+              "    return _real(self, op, ptrs, _np.asarray(mask, dtype=bool) & inside, itemsize)\n\n\n"
+              "_lens._Recorder.access = _quiet\n"
+              + _diff(_OFFS + "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1) - tl.load(x_ptr + offs))\n"),
+              "was replaced", gaming=True),
+    ],
+    "17-row-softmax": [
+        Wrong("no max subtracted: exp overflows",
+              _softmax(_ROW + f"    v = tl.load({_X_ROW}, mask=inside, other=-float('inf'))\n    e = tl.exp(v)\n"
+                       f"    tl.store({_OUT_ROW}, e / tl.sum(e, axis=0), mask=inside)\n"), "values differ"),
+        Wrong("masked lanes load 0.0: they join the sum",
+              _softmax(_ROW + f"    v = tl.load({_X_ROW}, mask=inside, other=0.0)\n"
+                       "    e = tl.exp(v - tl.max(v, axis=0))\n"
+                       f"    tl.store({_OUT_ROW}, e / tl.sum(e, axis=0), mask=inside)\n"), "values differ"),
+        Wrong("rows found with n_cols instead of the row stride",
+              _softmax(_ROW + "    v = tl.load(x_ptr + row * n_cols + cols, mask=inside, other=-float('inf'))\n"
+                       "    e = tl.exp(v - tl.max(v, axis=0))\n"
+                       "    tl.store(out_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=inside)\n"),
+              "outside row"),
+        Wrong("x's row stride used for out too",
+              _softmax(_ROW + f"    v = tl.load({_X_ROW}, mask=inside, other=-float('inf'))\n"
+                       "    e = tl.exp(v - tl.max(v, axis=0))\n"
+                       "    tl.store(out_ptr + row * x_row_stride + cols, e / tl.sum(e, axis=0), mask=inside)\n"),
+              "outside"),
+        Wrong("loads the whole block unmasked and fixes the values with tl.where",
+              _softmax(_ROW + f"    v = tl.where(inside, tl.load({_X_ROW}), -float('inf'))\n"
+                       "    e = tl.exp(v - tl.max(v, axis=0))\n"
+                       f"    tl.store({_OUT_ROW}, e / tl.sum(e, axis=0), mask=inside)\n"), "outside"),
+        Wrong("stores the whole block",
+              _softmax(_ROW + f"    v = tl.load({_X_ROW}, mask=inside, other=-float('inf'))\n"
+                       "    e = tl.exp(v - tl.max(v, axis=0))\n"
+                       f"    tl.store({_OUT_ROW}, e / tl.sum(e, axis=0))\n"), "outside"),
+        Wrong("calls Triton's tl.softmax",
+              _softmax(_ROW + f"    v = tl.load({_X_ROW}, mask=inside, other=-float('inf'))\n"
+                       f"    tl.store({_OUT_ROW}, tl.softmax(v), mask=inside)\n"), "tl.softmax"),
+        Wrong("calls the Python function behind tl.softmax, around the jit wrapper",
+              _softmax(_ROW + f"    v = tl.load({_X_ROW}, mask=inside, other=-float('inf'))\n"
+                       f"    tl.store({_OUT_ROW}, tl.softmax.fn(v), mask=inside)\n"), "called softmax", gaming=True),
+        Wrong("a Python function that calls torch.softmax",
+              "def softmax_kernel(x, out, x_row_stride, out_row_stride, n_cols, BLOCK=64):\n"
+              "    out.copy_(torch.softmax(x, dim=1))\n", "not a plain Python function", gaming=True),
+        Wrong("loads and stores as a kernel should, but computes the softmax with torch inside it",
+              _softmax(_ROW + f"    v = tl.load({_X_ROW}, mask=inside, other=-float('inf'))\n"
+                       f"    tl.store({_OUT_ROW}, _as_block(torch.softmax(_as_torch(v), dim=0), v), mask=inside)\n",
+                       before=_THROUGH_TORCH), "ran aten._softmax", gaming=True),
+    ],
+    "17-predict-tiles": [
+        Wrong("the grid's axes swapped", _tiles(**{"program storing out[9, 12]": (1, 2)}),
+              "your prediction for 'program storing out[9, 12]'"),
+        Wrong("counted the stored lanes, not the masked ones", _tiles(**{"its masked lanes": 10}),
+              "your prediction for 'its masked lanes'"),
+        Wrong("the grid's shape instead of its number of programs", _tiles(programs=(3, 2)),
+              "your prediction for 'programs'"),
+        Wrong("only the corner program masks",
+              _tiles(**{"programs with a masked lane": 1, "masked lanes in all": 22}),
+              "your prediction for 'programs with a masked lane'"),
+        Wrong("one program per element", _tiles(programs=130), "your prediction for 'programs'"),
+        Wrong("an int that equals everything",
+              "class _Any(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
+              "PREDICT_TILES = {k: _Any(0) for k in " + repr(list(_TILES)) + "}\n", "your prediction", gaming=True),
+        Wrong("patches the package's program_grid so the truth matches a guess",
+              "import torchlens_widgets as _tlw\n_tlw.program_grid = lambda *a, **k: None\n"
+              + _tiles(programs=4), "was replaced", gaming=True),
+    ],
+}
