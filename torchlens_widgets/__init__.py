@@ -15,6 +15,11 @@ __version__ = "0.1.0"
 
 # public name -> the module that defines it
 _WHERE = {
+    "autocast_trace": "lenses.autocast",
+    "AutocastError": "lenses.autocast",
+    "probe_values": "lenses.autocast",
+    "show_autocast": "widgets.autocast",
+    "show_probe": "widgets.autocast",
     "build_inline": "lenses.build",
     "BuildError": "lenses.build",
     "build_op": "widgets.build",

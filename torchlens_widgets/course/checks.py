@@ -653,18 +653,20 @@ class check:
         )
 
 
+_TRUSTED_LENSES = ("allocator", "asyncexec", "autocast", "autograd", "compile_trace", "copies", "dispatch", "fusion",
+                   "memory", "meters", "package", "timing", "triton_grid")
+
+
 def _protect_package() -> None:
     """The lenses and this module are what test cells trust: patching them is tampering too."""
     import importlib
 
-    for lens in ("allocator", "asyncexec", "autograd", "compile_trace", "copies", "dispatch", "fusion", "memory",
-                 "meters", "package", "timing", "triton_grid"):
+    for lens in _TRUSTED_LENSES:
         importlib.import_module(f"..lenses.{lens}", __package__)  # load them
 
     package = __name__.rsplit(".", 2)[0]
     # by module name: the package re-exports a function called `layout`, which shadows the module attribute
-    for name in ("allocator", "asyncexec", "autograd", "compile_trace", "copies", "dispatch", "fusion", "layout",
-                 "memory", "meters", "package", "timing", "triton_grid"):
+    for name in (*_TRUSTED_LENSES, "layout"):
         module = sys.modules[f"{package}.lenses.{name}"]
         integrity.protect(module.__name__, module)
     top = sys.modules[package]

@@ -1,0 +1,101 @@
+"""The autocast lens: each call's dtypes, the casts autocast inserted, its list found by probing; and the
+low-precision value probe."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from torchlens_widgets.lenses.autocast import AutocastError, autocast_trace, probe_values
+
+
+def mixed(x, w, b):
+    y = F.linear(x, w, b)  # lower precision on CPU
+    z = y.relu()  # unlisted: runs in what it is given
+    c = torch.cat([y, x[:, :3]])  # promote: bfloat16 and float32 -> float32
+    e = torch.mm(x, w.t()).float()  # a user's cast is not autocast's
+    return z, c, e
+
+
+@pytest.fixture
+def xwb():
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(4, 8, generator=g), torch.randn(3, 8, generator=g), torch.randn(3, generator=g)
+
+
+def test_calls_casts_and_lists_on_cpu_bfloat16(xwb):
+    t = autocast_trace(mixed, *xwb)
+    assert (t.device, t.dtype) == ("cpu", "bfloat16")
+    lin = t.call("linear")
+    assert lin.inputs == ("float32",) * 3 and lin.outputs == ("bfloat16",)
+    assert lin.casts == ("float32 -> bfloat16",) * 3 and lin.policy == "lower precision"
+    assert any(r.startswith("addmm: bfloat16") for r in lin.ran_as)
+    relu = t.call("Tensor.relu")
+    assert relu.policy == "unlisted" and not relu.cast and relu.outputs == ("bfloat16",)
+    cat = t.call("cat")
+    assert cat.policy == "promote" and cat.casts == ("bfloat16 -> float32",) and cat.outputs == ("float32",)
+    assert t.call("mm").policy == "lower precision"
+    to_float = t.call("Tensor.float")
+    assert to_float.casts == () and to_float.outputs == ("float32",)  # the user's cast, not autocast's
+    assert t.cast_count == 3 + 1 + 2
+    assert "linear: float32, float32, float32 -> bfloat16 [lower precision]" in t.summary()
+
+
+def test_float16_on_cpu_and_a_float32_list_op():
+    def f(x):
+        return torch.mm(x, x), torch.nn.functional.mse_loss(x, x.flip(0))
+
+    t = autocast_trace(f, torch.randn(4, 4), dtype=torch.float16)
+    assert t.call("mm").outputs == ("float16",)
+    # mse_loss is on CPU autocast's float32 list in torch 2.13: low-precision inputs are cast up
+    assert t.call("mse_loss").policy == "float32"
+
+
+def test_probing_keeps_the_random_state(xwb):
+    def drop(x):
+        return F.dropout(x, 0.5, training=True)
+
+    torch.manual_seed(1)
+    autocast_trace(drop, xwb[0])
+    after_trace = torch.rand(1)
+    torch.manual_seed(1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        drop(xwb[0])
+    assert torch.equal(after_trace, torch.rand(1))  # probes drew nothing extra
+
+
+def test_to_dict_and_lookup(xwb):
+    t = autocast_trace(mixed, *xwb)
+    d = t.to_dict()
+    assert d["cast_count"] == t.cast_count and d["calls"][0]["cast"] is True
+    with pytest.raises(KeyError, match="no call 'conv2d'"):
+        t.call("conv2d")
+
+
+def test_bad_input_gets_advice():
+    with pytest.raises(AutocastError, match="function"):
+        autocast_trace(3)
+    with pytest.raises(AutocastError, match="device_type"):
+        autocast_trace(mixed, device_type="mps")
+    with pytest.raises(AutocastError, match="bfloat16 or torch.float16"):
+        autocast_trace(mixed, dtype=torch.float64)
+    if not torch.cuda.is_available():
+        with pytest.raises(AutocastError, match="needs a GPU"):
+            autocast_trace(mixed, device_type="cuda", dtype=torch.float16)
+    with pytest.raises(AutocastError, match="float16, bfloat16 or float32"):
+        probe_values([1.0], torch.int8)
+
+
+def test_probe_values_float16_and_bfloat16():
+    h = {p.value: p for p in probe_values([1.0, 0.1, 70000.0, 1e-8, 1e-6], torch.float16)}
+    assert h[1.0].outcome == "exact" and h[0.1].outcome == "rounded"
+    assert h[0.1].relative_error == pytest.approx(abs(0.0999755859375 - 0.1) / 0.1)
+    assert h[70000.0].outcome == "overflow" and math.isinf(h[70000.0].stored)  # float16 tops out at 65504
+    assert h[1e-8].outcome == "underflow" and h[1e-8].stored == 0.0  # below float16's smallest subnormal
+    assert h[1e-6].outcome == "subnormal"
+    b = {p.value: p for p in probe_values([70000.0, 1e-8, 1e-40], torch.bfloat16)}
+    assert b[70000.0].outcome == "rounded" and b[70000.0].stored == 70144.0  # bfloat16: float32's range
+    assert b[1e-8].outcome == "rounded" and b[1e-40].outcome == "subnormal"
