@@ -44,7 +44,7 @@ test-js: env
 	cd labextension && $(NPM) run build && $(NPM) run build:lab -- --core-path "$$(../$(BIN)/python -c 'import jupyterlab, os; print(os.path.dirname(jupyterlab.__file__))')/staging" && $(NPM) test
 
 test-unit: env
-	$(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider -m "not browser" tests
+	$(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=15 -m "not browser" tests
 
 test-notebooks: env
 	# one kernel per notebook, two notebooks at a time (loadfile keeps a notebook's cells on one worker, in order)

@@ -15,3 +15,39 @@ os.environ["TORCHLENS_BUILD_DIR"] = os.path.join(_scratch, "extensions")
 # pytest run and worker shares it, and it never lands in the learner's cache. It is made on first need.
 os.environ.setdefault("TORCHLENS_PCH_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), ".test-cache",
                                                         "precompiled"))
+
+# The few tests that execute whole notebooks take most of the suite's time. xdist's worksteal hands each worker
+# one contiguous share of the collection and steals from a share's end, so heavy tests at one end finished on
+# one worker while the other idled (a 7-minute tail in CI). Heaviest first, dealt to the start of every share.
+_HEAVY_FIRST = ("09-", "10-", "11-", "19-", "13-", "17-", "16-", "07-", "12-", "test_wheel")
+
+
+def _cost(item) -> int:
+    heavy = item.get_closest_marker("notebooks") is not None or "test_wheel" in item.nodeid
+    if not heavy:
+        return 0
+    for rank, key in enumerate(_HEAVY_FIRST):
+        if key in item.nodeid:
+            return 100 - rank
+    return 50
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    if any(type(i).__name__ == "NbCellItem" for i in items):
+        return  # nbval: a notebook's cells must stay in order
+    workers = config.getoption("numprocesses", None) or 1
+    workers = os.cpu_count() or 1 if workers == "auto" else int(workers)
+    heavy = sorted((i for i in items if _cost(i)), key=_cost, reverse=True)
+    if not heavy:
+        return
+    light = [i for i in items if not _cost(i)]
+    sizes, left = [], len(items)
+    for k in range(workers):  # the shares worksteal will send, in order
+        sizes.append(left // (workers - k))
+        left -= sizes[-1]
+    shares = [heavy[k::workers] for k in range(workers)]
+    for k, share in enumerate(shares):
+        take = max(sizes[k] - len(share), 0)
+        share.extend(light[:take])
+        del light[:take]
+    items[:] = [i for share in shares for i in share] + light

@@ -70,3 +70,13 @@ def test_every_check_fails_on_its_stub(path: Path, tmp_path: Path) -> None:
     for i in graded:
         gid = nbgrader(run.notebook.cells[i])["grade_id"]
         assert errors.get(i) == "CheckFailed", f"{gid}: the check passed (or crashed: {errors.get(i)}) on the stub"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_hidden_test_blocks_hold_tests(path: Path) -> None:
+    """The student copy says more tests run at grading: an empty hidden block would make that untrue."""
+    block = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+    for cell in nbformat.read(path, as_version=4).cells:
+        for body in block.findall(cell.source):
+            code = [line for line in body.splitlines() if line.strip() and not line.strip().startswith("#")]
+            assert code, f"{nbgrader(cell).get('grade_id')}: its hidden-tests block is empty"
