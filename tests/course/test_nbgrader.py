@@ -23,10 +23,10 @@ NBGRADER = Path(sys.executable).parent / "nbgrader"
 ASSIGNMENT = "ps"
 COURSE_ID = "torchlens"
 STUDENTS = ("ref", "stub")
-# Notebooks that build C++ or a package take 25-50 s a run: nbgrader grades only their reference here. That
-# nbgrader scores a stub 0 is shown on every other notebook, and these stubs fail every check in
-# test_notebook_stubs.py; together that keeps CI under its 30 minutes.
-REFERENCE_ONLY = ("09-", "10-", "11-", "19-")
+# Notebooks that build C++ or a package, or compile with Inductor (13, 16, 17), take 25-50 s a run: nbgrader grades
+# only their reference here. That nbgrader scores a stub 0 is shown on every other notebook, and these stubs fail
+# every check in test_notebook_stubs.py; together that keeps CI under its 30 minutes.
+REFERENCE_ONLY = ("09-", "10-", "11-", "13-", "16-", "17-", "19-")
 SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 
 
