@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 # public name -> the module that defines it
 _WHERE = {
     "autocast_trace": "lenses.autocast",
+    "dtypes_ran": "lenses.autocast",
     "AutocastError": "lenses.autocast",
     "probe_values": "lenses.autocast",
     "show_autocast": "widgets.autocast",

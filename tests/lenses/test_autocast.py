@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from torchlens_widgets.lenses.autocast import AutocastError, autocast_trace, probe_values
+from torchlens_widgets.lenses.autocast import AutocastError, autocast_trace, dtypes_ran, probe_values
 
 
 def mixed(x, w, b):
@@ -99,3 +99,32 @@ def test_probe_values_float16_and_bfloat16():
     b = {p.value: p for p in probe_values([70000.0, 1e-8, 1e-40], torch.bfloat16)}
     assert b[70000.0].outcome == "rounded" and b[70000.0].stored == 70144.0  # bfloat16: float32's range
     assert b[1e-8].outcome == "rounded" and b[1e-40].outcome == "subnormal"
+
+
+def test_dtypes_ran_sees_the_backward_and_a_custom_function_without_custom_bwd():
+    class Scores(torch.autograd.Function):  # forward in float32 (cast_inputs); backward left to the caller's autocast
+        @staticmethod
+        @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)
+        def forward(ctx, q, k):
+            ctx.save_for_backward(q, k)
+            return q @ k.T
+
+        @staticmethod
+        def backward(ctx, g):
+            q, k = ctx.saved_tensors
+            return g @ k, g.T @ q
+
+    q, k = torch.randn(3, 4, requires_grad=True), torch.randn(5, 4, requires_grad=True)
+
+    def step():
+        Scores.apply(q, k).sum().backward()
+
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        run = dtypes_ran(step)
+    forward_mm, *backward_mms = [d for op, d in run.ops if op == "mm"]
+    assert forward_mm == "float32" and backward_mms == ["bfloat16", "bfloat16"]
+    assert run.ran_in("bfloat16") == ("mm", "mm") and "float32 -> bfloat16" in run.casts
+    outside = dtypes_ran(step)  # no autocast: everything float32, no casts
+    assert outside.ran_in("bfloat16") == () and outside.casts == ()
+    with pytest.raises(AutocastError, match="give a function"):
+        dtypes_ran(3)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -22,7 +22,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map
 
-__all__ = ["AutocastCall", "AutocastError", "AutocastTrace", "ValueProbe", "autocast_trace", "probe_values"]
+__all__ = ["AutocastCall", "AutocastError", "AutocastTrace", "DtypeRun", "ValueProbe", "autocast_trace", "dtypes_ran",
+           "probe_values"]
 
 POLICIES = ("lower precision", "float32", "promote", "unlisted")
 _LOW = {"bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -227,6 +228,31 @@ def autocast_trace(fn: Callable[..., Any], *args: Any, device_type: str = "cpu",
     fname = getattr(fn, "__qualname__", None) or type(fn).__name__
     return AutocastTrace(function=fname, device=device_type, dtype=str(dtype).removeprefix("torch."),
                          calls=tuple(out))
+
+
+@dataclass(frozen=True)
+class DtypeRun:
+    """Every aten op one call ran (backward included, when the call runs it), in order, with its dtype."""
+
+    ops: tuple[tuple[str, str], ...]  # (aten op, floating dtype it ran in), casts left out
+    casts: tuple[str, ...]  # every dtype conversion that ran ("float32 -> bfloat16"), whoever asked for it
+    result: Any = field(repr=False, compare=False, default=None)
+
+    def ran_in(self, dtype: str) -> tuple[str, ...]:
+        """The ops that ran in `dtype` ("bfloat16"), views and copies included."""
+        return tuple(op for op, d in self.ops if d == dtype)
+
+
+def dtypes_ran(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> DtypeRun:
+    """Call fn(*args, **kwargs) as it is (under whatever autocast is on) and record the dtype every aten op ran
+    in: where autocast is in force, this is what it really computed in, forward and backward alike."""
+    if not callable(fn):
+        raise AutocastError(f"give a function and its inputs, not {type(fn).__name__}")
+    runs = _Runs()
+    with runs:
+        result = fn(*args, **kwargs)
+    return DtypeRun(ops=tuple((op, d) for op, d, c in runs.ops if c is None and d is not None),
+                    casts=tuple(c for _, _, c in runs.ops if c), result=result)
 
 
 @dataclass(frozen=True)
