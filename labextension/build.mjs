@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const STATIC = join(here, "..", "torchlens_widgets", "static");
-const BUNDLES = ["stride", "dispatch", "gradgraph", "memory", "dtable", "tgrid"];
+const BUNDLES = ["stride", "dispatch", "gradgraph", "memory", "dtable", "tgrid", "ptrace", "ranks"];
 const MAX_BYTES = 50 * 1024;
 
 // `--lab --core-path DIR`: the JupyterLab extension instead (DIR: jupyterlab's staging folder, which

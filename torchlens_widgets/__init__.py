@@ -63,6 +63,17 @@ _WHERE = {
     "ProgramGrid": "lenses.triton_grid",
     "TritonGridError": "lenses.triton_grid",
     "show_program_grid": "widgets.triton_grid",
+    "record_profile": "lenses.profile",
+    "load_profile": "lenses.profile",
+    "ProfileError": "lenses.profile",
+    "show_profile": "widgets.profile",
+    "run_ranks": "lenses.distributed",
+    "ddp_trace": "lenses.distributed",
+    "fsdp_trace": "lenses.distributed",
+    "DistTrace": "lenses.distributed",
+    "RankFailed": "lenses.distributed",
+    "RankTimeout": "lenses.distributed",
+    "show_ranks": "widgets.distributed",
 }
 
 __all__ = sorted(_WHERE, key=str.lower)

@@ -653,8 +653,8 @@ class check:
         )
 
 
-_TRUSTED_LENSES = ("allocator", "asyncexec", "autocast", "autograd", "compile_trace", "copies", "dispatch", "fusion",
-                   "memory", "meters", "package", "timing", "triton_grid")
+_TRUSTED_LENSES = ("allocator", "asyncexec", "autocast", "autograd", "compile_trace", "copies", "dispatch",
+                   "distributed", "fusion", "memory", "meters", "package", "profile", "timing", "triton_grid")
 
 
 def _protect_package() -> None:
