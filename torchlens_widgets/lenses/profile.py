@@ -49,6 +49,7 @@ _ALIASES = {"operator": "cpu_op"}
 _IGNORED = frozenset({"trace"})
 #: Python frames of the profiler machinery and of this module, left out of stacks.
 _NOISE = ("torch/profiler/", "torch/autograd/profiler", "torchlens_widgets/lenses/profile.py")
+_CALLER = "torchlens_widgets/lenses/profile.py"  # a stack recorded by record_profile ends at its frame
 _ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
 EPS = 1e-3  # µs: trace times carry ns, so containment is judged to the ns
 
@@ -282,7 +283,11 @@ def _stacks(spans: list[_Raw], python: list[_Raw]) -> list[tuple[str, ...]]:
                 k += 1
             end = s.ts + s.dur
             inside = [f for f in stack if f.ts + f.dur + EPS >= end]
-            names = (_frame(f.name) for f in reversed(inside))
+            names = []
+            for f in reversed(inside):
+                if _CALLER in f.name:  # record_profile ran the function: what called record_profile is not its stack
+                    break
+                names.append(_frame(f.name))
             out[i] = tuple(n for n in names if n)
     return out
 

@@ -24,7 +24,7 @@ __all__ = ["MAX_EVENTS", "STATIC_EVENTS", "ProfileWidget", "show_profile"]
 #: Spans sent to the live view (a 100,000-span trace stays under 3 MB of model).
 MAX_EVENTS = 20_000
 #: Spans in the static fallback saved with the notebook.
-STATIC_EVENTS = 1_500
+STATIC_EVENTS = 600
 
 
 class ProfileWidget(HtmlFallbackWidget):
