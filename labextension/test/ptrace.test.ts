@@ -5,7 +5,7 @@
 // its inputs and stack. The built bundle (static/ptrace.js) is checked too.
 import { describe, expect, it } from "vitest";
 import widget from "../src/ptrace/index";
-import { fmt, isPtraceModel, shortLabel, spanBox, type PtraceModel } from "../src/ptrace/model";
+import { fitWidth, fmt, isPtraceModel, shortLabel, spanBox, type PtraceModel } from "../src/ptrace/model";
 import { renderTrace } from "../src/ptrace/render";
 import { FakeModel } from "./fake_model";
 import modelJson from "./fixtures/ptrace_model.json";
@@ -137,5 +137,26 @@ describe("ptrace anywidget entry", () => {
     const cleanup = mod.default.render({ model: new FakeModel({ model: model(), selected: null }), el });
     expect(el.querySelectorAll("rect.tlw-span")).toHaveLength(model().spans.length);
     cleanup();
+  });
+});
+
+describe("ptrace fitWidth", () => {
+  it("squeezes the timeline into a narrower output: same proportions, thinned ticks, never wider", () => {
+    const model = modelJson as unknown as PtraceModel;
+    expect(fitWidth(model, 5000)).toBe(model);
+    expect(fitWidth(model, 0)).toBe(model); // not laid out yet: as computed
+    const narrow = fitWidth(model, 500);
+    expect(narrow.width).toBe(500);
+    const span = model.spans[model.spans.length - 1]!;
+    const b = spanBox(narrow, span);
+    expect(b.x + b.w).toBeLessThanOrEqual(500 - model.right + 0.01);
+    for (let i = 1; i < narrow.ticks.length; i++) {
+      const p = narrow.ticks[i - 1]!, t = narrow.ticks[i]!;
+      expect(t.x - p.x).toBeGreaterThanOrEqual(((p.label.length + t.label.length) * 6.6) / 2);
+    }
+    const host = document.createElement("div");
+    Object.defineProperty(host, "clientWidth", { value: 512 });
+    renderTrace(host, model);
+    expect(host.querySelector("svg")!.getAttribute("width")).toBe("500");
   });
 });

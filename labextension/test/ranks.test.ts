@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import widget from "../src/ranks/index";
-import { describe as describeComm, isRanksModel, renderRanks, type RanksModel } from "../src/ranks/render";
+import { describe as describeComm, fitWidth, isRanksModel, renderRanks, type RanksModel } from "../src/ranks/render";
 import { FakeModel } from "./fake_model";
 import models from "./fixtures/ranks_models.json";
 
@@ -121,5 +121,29 @@ describe.skipIf(!loaders[BUNDLE])("built bundle torchlens_widgets/static/ranks.j
     expect(el.querySelectorAll("g.tlw-comm-g")).toHaveLength(DDP.comms.length);
     cleanup();
     expect(el.querySelector("svg")).toBeNull();
+  });
+});
+
+describe("fitWidth", () => {
+  it("squeezes times into a narrower output, keeps text size, re-shortens labels and thins ticks", () => {
+    expect(fitWidth(DDP, 2000)).toBe(DDP); // never widened
+    expect(fitWidth(DDP, 0)).toBe(DDP); // not laid out yet: as computed
+    const narrow = fitWidth(DDP, 600);
+    expect(narrow.width).toBe(600);
+    const right = 600 - 16;
+    for (const c of narrow.comms) {
+      expect(c.x + c.w).toBeLessThanOrEqual(right + 0.01);
+      if (c.short) expect(2 + c.short.length * 6.6).toBeLessThanOrEqual(c.w + 0.01); // the label stays in its span
+    }
+    for (const n of narrow.nodes) expect(n.x + n.w).toBeLessThanOrEqual(right + 0.01);
+    expect(narrow.ticks.length).toBeLessThanOrEqual(DDP.ticks.length);
+    for (let i = 1; i < narrow.ticks.length; i++) {
+      const a = narrow.ticks[i - 1]!, b = narrow.ticks[i]!;
+      expect(b.x - a.x).toBeGreaterThanOrEqual(((a.label.length + b.label.length) * 6.6) / 2);
+    }
+    const host = document.createElement("div");
+    Object.defineProperty(host, "clientWidth", { value: 600 });
+    renderRanks(host, DDP);
+    expect(host.querySelector("svg")!.getAttribute("width")).toBe("600");
   });
 });

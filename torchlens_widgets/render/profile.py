@@ -45,7 +45,7 @@ STYLE = (
     ".tlw-pt .tlw-span{stroke-width:1}"
     + "".join(f".tlw-pt .tlw-{k}{{fill:var(--tlw-{f});stroke:var(--tlw-{o})}}" for k, (f, o) in KINDS.items())
     + ".tlw-pt .tlw-range{stroke-dasharray:4,2;stroke-width:1.5}"
-    ".tlw-pt-sel .tlw-span{opacity:.35}.tlw-pt-sel .tlw-label{opacity:.5}"
+    ".tlw-pt-sel .tlw-span{opacity:.35}.tlw-pt-sel .tlw-label{opacity:.75}"
     ".tlw-pt-sel .tlw-span.tlw-sel{opacity:1;fill:var(--tlw-tint7);stroke:var(--tlw-warn);stroke-width:2}"
     ".tlw-ptrace .tlw-ptable{border-collapse:collapse;font:12px var(--jp-code-font-family,monospace);color:inherit}"
     ".tlw-ptrace .tlw-ptable th,.tlw-ptrace .tlw-ptable td{padding:1px 8px 1px 0;text-align:right;white-space:nowrap}"

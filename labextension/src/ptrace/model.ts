@@ -130,3 +130,20 @@ export function leftOutText(model: PtraceModel): string | null {
   return `left out ${lo.events.toLocaleString("en-US")} of ${model.summary.events.toLocaleString("en-US")} spans, ` +
     `covering ${fmt(lo.time)} µs${most ? ` (most: ${most})` : ""}; the table counts them all`;
 }
+
+/**
+ * The model squeezed to `width` px (never widened): the time scale shrinks, text keeps its size (labels are cut
+ * to their spans when drawn), ticks are thinned so their labels do not meet. So the timeline fits a narrow
+ * output area (JupyterLab with a side panel open) instead of running out of it.
+ */
+export function fitWidth(model: PtraceModel, width: number): PtraceModel {
+  if (!(width > model.left + model.right + 100) || width >= model.width) return model;
+  const k = (width - model.left - model.right) / (model.width - model.left - model.right);
+  const ticks: PtraceModel["ticks"] = [];
+  for (const t of model.ticks) {
+    const x = r2(model.left + (t.x - model.left) * k);
+    const prev = ticks[ticks.length - 1];
+    if (!prev || x - prev.x >= ((prev.label.length + t.label.length) * CHAR_W) / 2 + 8) ticks.push({ ...t, x });
+  }
+  return { ...model, width, scale: model.scale * k, ticks };
+}

@@ -11,7 +11,7 @@
 
 import { el as svgEl, SVG_NS, svgRoot } from "../common/svg";
 import { themeCss } from "../common/theme";
-import { fmt, kindOf, leftOutText, shortLabel, spanBox, spanTip, type PtraceModel } from "./model";
+import { fitWidth, fmt, kindOf, leftOutText, shortLabel, spanBox, spanTip, type PtraceModel } from "./model";
 
 const KINDS: Record<string, [string, string]> = { op: ["tint1", "cat1"], range: ["tint5", "cat5"], other: ["tint6", "cat6"] };
 
@@ -25,7 +25,7 @@ export const STYLE =
   Object.entries(KINDS).map(([k, [f, o]]) => `.tlw-pt .tlw-${k}{fill:var(--tlw-${f});stroke:var(--tlw-${o})}`).join("") +
   ".tlw-pt .tlw-range{stroke-dasharray:4,2;stroke-width:1.5}" +
   ".tlw-pt .tlw-label{pointer-events:none}" +
-  ".tlw-pt-sel .tlw-span{opacity:.35}.tlw-pt-sel .tlw-label{opacity:.5}" +
+  ".tlw-pt-sel .tlw-span{opacity:.35}.tlw-pt-sel .tlw-label{opacity:.75}" +
   ".tlw-pt-sel .tlw-span.tlw-sel{opacity:1;fill:var(--tlw-tint7);stroke:var(--tlw-warn);stroke-width:2}" +
   ".tlw-pt .tlw-span.tlw-hover{stroke:var(--tlw-accent);stroke-width:2}" +
   ".tlw-ptrace .tlw-tablebox{max-height:520px;overflow:auto}" +
@@ -86,7 +86,8 @@ export function headerText(model: PtraceModel): string {
     (extra.length ? `; with ${extra.join(" and ")}` : "");
 }
 
-export function renderTrace(el: HTMLElement, model: PtraceModel, options: RenderOptions = {}): TraceView {
+export function renderTrace(el: HTMLElement, full: PtraceModel, options: RenderOptions = {}): TraceView {
+  const model = fitWidth(full, el.clientWidth - 12); // the root's padding
   const known = new Set(model.table.map((r) => r.name));
   const valid = (v: unknown): string | null => (typeof v === "string" && (known.has(v) || model.names.includes(v)) ? v : null);
   let selected: string | null = valid(options.selected);

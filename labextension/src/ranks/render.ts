@@ -72,6 +72,41 @@ function short(text: string, width: number): string {
   return text.length <= n ? text : `${text.slice(0, n - 1)}…`;
 }
 
+/**
+ * The model squeezed horizontally to `width` px (never widened): times keep their proportions, text keeps its
+ * size, span labels are shortened again for their new widths and ticks thinned so their labels do not meet. So
+ * the picture fits a narrow output area (JupyterLab with a side panel open) without a scroll bar hiding text.
+ */
+export function fitWidth(m: RanksModel, width: number): RanksModel {
+  if (!(width > m.left + RIGHT + 100) || width >= m.width) return m;
+  const k = (width - m.left - RIGHT) / (m.width - m.left - RIGHT);
+  const X = (x: number): number => Math.round((m.left + (x - m.left) * k) * 100) / 100;
+  const W = (w: number): number => Math.max(Math.round(w * k * 100) / 100, 1);
+  const ticks: RanksModel["ticks"] = [];
+  for (const t of m.ticks) {
+    const prev = ticks[ticks.length - 1];
+    const room = prev ? ((prev.label.length + t.label.length) * CHAR_W) / 2 + 8 : 0;
+    if (!prev || X(t.x) - prev.x >= room) ticks.push({ ...t, x: X(t.x) });
+  }
+  return {
+    ...m,
+    width,
+    ticks,
+    nodes: m.nodes.map((n) => ({ ...n, x: X(n.x), w: W(n.w), short: short(n.name, W(n.w)) })),
+    comms: m.comms.map((c) => ({
+      ...c, x: X(c.x), w: W(c.w), ready_x: c.ready_x === null ? null : X(c.ready_x),
+      short: short(`${c.kind === "bucket" ? `b${c.bucket}` : c.label} ${fmtBytes(c.nbytes)}`, W(c.w)),
+    })),
+    memory: m.memory.map((mem) => ({
+      ...mem,
+      points: mem.points.split(" ").map((pt) => {
+        const [x, y] = pt.split(",");
+        return `${X(Number(x))},${y}`;
+      }).join(" "),
+    })),
+  };
+}
+
 export interface RanksView {
   setBucket(b: number | null | undefined): void;
   destroy(): void;
@@ -82,8 +117,9 @@ export interface RenderOptions {
   onSelect?: (bucket: number) => void;
 }
 
-export function renderRanks(host: HTMLElement, m: RanksModel, options: RenderOptions = {}): RanksView {
+export function renderRanks(host: HTMLElement, full: RanksModel, options: RenderOptions = {}): RanksView {
   const doc = host.ownerDocument;
+  const m = fitWidth(full, host.clientWidth);
   const box = doc.createElement("div");
   box.className = "tlw-ranks-box tlw-theme";
   const style = doc.createElement("style");
