@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from .lab import append_and_run, open_and_run_all, screenshot_on_failure
 from . import test_grid_and_compile_in_jupyterlab as grid_test
+from .lab import append_and_run, open_and_run_all, screenshot_on_failure
 from .test_grid_and_compile_in_jupyterlab import _reads_in_both_themes
 
 pytestmark = pytest.mark.browser
