@@ -7,6 +7,8 @@ real progress store or build cache (tests/course/test_progress_isolation.py prov
 
 import os
 import tempfile
+import time
+from pathlib import Path
 
 _scratch = tempfile.mkdtemp(prefix="tlw-test-")
 os.environ["TORCHLENS_PROGRESS"] = os.path.join(_scratch, "progress.json")
@@ -51,3 +53,43 @@ def pytest_collection_modifyitems(config, items) -> None:
         share.extend(light[:take])
         del light[:take]
     items[:] = [i for share in shares for i in share] + light
+
+
+def _live_descendants() -> dict[int, str]:
+    """{pid: command line} of this process's live descendants, read from /proc (Linux; elsewhere: none)."""
+    parents: dict[int, int] = {}
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (d / "stat").read_text()
+            state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+            if state != "Z":  # a zombie is already gone, only not yet reaped
+                parents[int(d.name)] = int(ppid)
+        except (OSError, ValueError, IndexError):
+            pass
+    found: set[int] = set()
+    frontier = {os.getpid()}
+    while frontier:
+        frontier = {p for p, pp in parents.items() if pp in frontier} - found
+        found |= frontier
+    out = {}
+    for pid in sorted(found):
+        try:
+            out[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+        except OSError:
+            pass
+    return out
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    """No test may leave a process behind (kernels, compilers, distributed ranks, servers): each pytest process
+    checks its own descendants at the end (an xdist controller leaves that to its workers, its children)."""
+    if not session.config.getoption("numprocesses", None) or hasattr(session.config, "workerinput"):
+        deadline = time.monotonic() + 15  # a kernel or server told to stop may take a moment
+        left = _live_descendants()
+        while left and time.monotonic() < deadline:
+            time.sleep(0.5)
+            left = _live_descendants()
+        if left:
+            lines = "\n".join(f"  pid {pid}: {cmd}" for pid, cmd in left.items())
+            print(f"\nprocesses left behind by this test run:\n{lines}")
+            session.exitstatus = 1
