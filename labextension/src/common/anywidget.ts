@@ -50,6 +50,9 @@ export interface MountSpec<Traits extends { model: unknown }, M, V extends Destr
   create(m: M): V;
   /** What to do with the live view when another trait changes (Python's value, not echoed back). */
   update: { [K in Exclude<keyof Traits & string, "model">]?: (view: V) => void };
+  /** Draw again when the element's width changes: for pictures laid out to fit it (the first draw may come
+   * before the output is laid out, at width 0, or the side panel may open later). */
+  refit?: boolean;
 }
 
 /** The shared anywidget `render`: draws the `model` trait, keeps the view in sync, returns the cleanup. */
@@ -60,10 +63,12 @@ export function mountView<Traits extends { model: unknown }, M, V extends Destro
 ): () => void {
   el.classList.add(spec.className);
   let view: V | null = null;
+  let drawnWidth = -1;
   const draw = () => {
     view?.destroy();
     view = null;
     el.replaceChildren();
+    drawnWidth = el.clientWidth;
     const m = model.get("model");
     if (!spec.isModel(m)) {
       el.textContent = spec.empty;
@@ -79,8 +84,17 @@ export function mountView<Traits extends { model: unknown }, M, V extends Destro
   }
   const stop = onChanges(model, handlers as TraitHandlers<Traits>);
   draw();
+  let observer: ResizeObserver | null = null;
+  if (spec.refit && typeof ResizeObserver !== "undefined") {
+    observer = new ResizeObserver(() => {
+      const width = el.clientWidth;
+      if (width > 0 && Math.abs(width - drawnWidth) > 4) draw(); // its height changes with every draw: not that
+    });
+    observer.observe(el);
+  }
   return () => {
     stop();
+    observer?.disconnect();
     view?.destroy();
     view = null;
   };

@@ -31,6 +31,7 @@ export function render({ model, el }: RenderProps): () => void {
         onSelect: (name) => commit(model, { selected: name }),
       }),
     update: { selected: (view) => view.setSelected(model.get("selected")) },
+    refit: true,
   });
 }
 

@@ -30,6 +30,7 @@ export function render({ model, el }: RenderProps): () => void {
         onSelect: (b) => commit(model, { bucket: b }),
       }),
     update: { bucket: (view) => view.setBucket(model.get("bucket") as number) },
+    refit: true,
   });
 }
 
