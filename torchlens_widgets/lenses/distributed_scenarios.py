@@ -4,6 +4,7 @@ process, tiny (a 4-layer MLP, 8 samples) and deterministic (same seed on every r
 - `ddp_step`: DistributedDataParallel with a small bucket cap, so backward fires several buckets.
 - `fsdp_step`: FSDP2 (`fully_shard` on each Linear and on the root) over a CPU device mesh.
 - `manual_dp_step`: data parallel by hand: backward, then one all_reduce per gradient.
+- `hooked_dp_step`: grades a learner's gradient-hook data parallelism against DDP (notebook 18's exercise).
 - `raising_step` / `hanging_step`: one rank fails or never arrives, to show what the lens does about it.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ddp_step", "fsdp_step", "hanging_step", "manual_dp_step", "mlp", "raising_step"]
+__all__ = ["ddp_step", "fsdp_step", "hanging_step", "hooked_dp_step", "manual_dp_step", "mlp", "raising_step"]
 
 SIZES = (16, 32, 32, 32, 4)
 
@@ -56,6 +57,8 @@ def ddp_step(rec: Any, *, bucket_cap_mb: float = 0.001, iterations: int = 2, no_
                 rec.backward(ddp(x).square().mean())
                 opt.step()
                 opt.zero_grad()
+    # DDP logs the rebuilt partition at the next synced forward; after the last backward, ask for it now
+    ddp.logger.set_runtime_stats_and_log()
     log = ddp._get_ddp_logging_data()
     rebuilt = log.get("rebuilt_per_bucket_param_indices")
     partition = [[names[int(i)] for i in b.split()] for b in rebuilt.split(",")] if rebuilt else None
@@ -120,3 +123,125 @@ def hanging_step(rec: Any, *, bad_rank: int = 1, seconds: float = 600.0) -> None
     if rec.rank == bad_rank:
         time.sleep(seconds)
     dist.all_reduce(torch.ones(4))
+
+
+# Captured at import, before any learner code runs in this worker: what `hooked_dp_step` measures with.
+_TOLIST = torch.Tensor.tolist
+_EQUAL = torch.equal
+
+
+def _patch_direct(counter: dict[str, int]) -> list[tuple[Any, str, Any]]:
+    """Count collectives a learner's code calls on torch.distributed directly (not through the all_reduce it was
+    given); returns what to restore."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    saved = []
+    for mod in (dist, c10d):
+        for name in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce",
+                     "all_reduce_coalesced", "reduce_scatter_tensor", "all_gather_into_tensor"):
+            orig = getattr(mod, name, None)
+            if orig is None:
+                continue
+
+            def counted(*args: Any, _orig: Any = orig, **kwargs: Any) -> Any:
+                counter["direct"] += 1
+                return _orig(*args, **kwargs)
+
+            saved.append((mod, name, orig))
+            setattr(mod, name, counted)
+    return saved
+
+
+def _max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    xs, ys = _TOLIST(a.detach().double().flatten()), _TOLIST(b.detach().double().flatten())
+    return max((abs(x - y) for x, y in zip(xs, ys, strict=True)), default=0.0)
+
+
+def _abs_sum(a: torch.Tensor) -> float:
+    return sum(abs(x) for x in _TOLIST(a.detach().double().flatten()))
+
+
+def hooked_dp_step(rec: Any, *, source: str, name: str, sizes: list[int] | None = None, seed: int = 0,
+                   iterations: int = 2) -> dict[str, Any]:
+    """Grade a hand-written data-parallel gradient sync (exercise 18-hand-dp). Execs `source` (a learner's
+    `def name(model, all_reduce, world_size): ...`) in a fresh namespace holding only `torch`, calls it once on a
+    fresh MLP (`sizes`, same seed on every rank) with an `all_reduce(tensor)` that sums in place over the ranks and
+    the world size, then runs
+    `iterations` backward passes on this rank's batches and compares every gradient with DDP's on the same
+    batches (computed first, before the learner's code ran). Returns, per iteration: the largest |grad - DDP grad|,
+    the ratio sum|grad| / sum|DDP grad|, the parameters left without a gradient, and the all_reduce calls and
+    bytes made during that backward; plus whether the call changed the parameters or the forward, all_reduce
+    calls made outside backward, and collectives called on torch.distributed directly."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    shape = tuple(sizes) if sizes else SIZES
+    reduce_sum = dist.all_reduce
+    # 1. the reference: DDP on the same model and batches, before any learner code runs in this process
+    reference = mlp(shape, seed)
+    ddp = DDP(reference)
+    want = []
+    for i in range(iterations):
+        ddp.zero_grad(set_to_none=True)
+        ddp(_batch(rec.rank, i, d=shape[0])).square().mean().backward()
+        want.append([p.grad.detach().clone() for p in reference.parameters() if p.grad is not None])
+    del ddp
+    # 2. the learner's function, on a fresh copy of the same model
+    model = mlp(shape, seed)
+    names = [n for n, _ in model.named_parameters()]
+    params = list(model.parameters())
+    before = [p.detach().clone() for p in params]
+    probe = _batch(rec.rank, 99, d=shape[0])
+    with torch.no_grad():
+        out_before = model(probe).clone()
+    state = {"in_backward": False, "calls": 0, "bytes": 0, "outside": 0, "direct": 0}
+
+    def all_reduce(tensor: Any) -> None:
+        """Sum `tensor` in place over all ranks (every rank must call it with a tensor of the same shape)."""
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"all_reduce takes a tensor, got {type(tensor).__name__}")
+        if state["in_backward"]:
+            state["calls"] += 1
+            state["bytes"] += tensor.numel() * tensor.element_size()
+        else:
+            state["outside"] += 1
+        reduce_sum(tensor)
+
+    saved = _patch_direct(state)
+    try:
+        namespace: dict[str, Any] = {"__name__": "your_answer", "torch": torch}
+        exec(compile(source, "<your answer>", "exec"), namespace)
+        fn = namespace.get(name)
+        if not callable(fn):
+            raise NameError(f"the source defines no function named {name!r}")
+        fn(model, all_reduce, dist.get_world_size())
+        now = list(model.parameters())
+        same_params = len(now) == len(params) and all(a is b for a, b in zip(now, params, strict=True)) and all(
+            _EQUAL(a, b.detach()) for a, b in zip(before, params, strict=True))
+        with torch.no_grad():
+            out_after = model(probe)
+        same_forward = bool(_EQUAL(out_before, out_after))
+        its = []
+        for i in range(iterations):
+            model.zero_grad(set_to_none=True)
+            loss = model(_batch(rec.rank, i, d=shape[0])).square().mean()
+            state["calls"] = state["bytes"] = 0
+            state["in_backward"] = True
+            try:
+                loss.backward()
+            finally:
+                state["in_backward"] = False
+            missing = [n for n, p in zip(names, params, strict=True) if p.grad is None]
+            diffs = [_max_abs_diff(p.grad, w) for p, w in zip(params, want[i], strict=True) if p.grad is not None]
+            mine = sum(_abs_sum(p.grad) for p in params if p.grad is not None)
+            theirs = sum(_abs_sum(w) for w in want[i])
+            its.append({"max_diff": max(diffs, default=0.0), "ratio": mine / theirs if theirs else 0.0,
+                        "missing": missing, "calls": state["calls"], "bytes": state["bytes"]})
+    finally:
+        for mod, attr, orig in saved:
+            setattr(mod, attr, orig)
+    return {"iterations": its, "param_bytes": sum(p.nbytes for p in params), "params": len(params),
+            "max_grad": max(max(abs(x) for x in _TOLIST(w.double().flatten())) for w in want[0]),
+            "same_params": same_params, "same_forward": same_forward, "outside_calls": state["outside"],
+            "direct_calls": state["direct"]}
