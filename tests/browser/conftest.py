@@ -240,3 +240,20 @@ def page(browser):
         yield p
     finally:
         context.close()
+
+
+@pytest.fixture(scope="module")
+def nb_page(browser, lab, request):
+    """One page with the module's notebook open and run, shared by the module's tests (the notebook runs once), at
+    the module's VIEWPORT (default 1,100 x 1,000 px, with the course side panel open)."""
+    from .lab import open_and_run_all, screenshot_on_failure
+
+    context = browser.new_context(viewport=getattr(request.module, "VIEWPORT", {"width": 1100, "height": 1000}))
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    try:
+        with screenshot_on_failure(page, lab, f"{request.module.__name__.rsplit('.', 1)[-1]}-open"):
+            open_and_run_all(page, lab, 150_000, 150_000)
+        yield page
+    finally:
+        context.close()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from .contrast import low_contrast, set_lab_theme, text_contrast
-from .lab import append_and_run, open_and_run_all, screenshot_on_failure
+from .lab import append_and_run, screenshot_on_failure
 from .test_memory_dark_theme import JS_CLIPPED
 
 pytestmark = pytest.mark.browser
@@ -74,20 +74,6 @@ def write_notebook(root: Path) -> str:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "grid_compile.ipynb")
     return "grid_compile.ipynb"
-
-
-@pytest.fixture(scope="module")
-def nb_page(browser, lab):
-    """One page at a 1,100 px window with the notebook open and run, for both tests."""
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        with screenshot_on_failure(page, lab, "grid_compile-open"):
-            open_and_run_all(page, lab, 150_000, 150_000)
-        yield page
-    finally:
-        context.close()
 
 
 def _reads_in_both_themes(page, selector: str, name: str) -> dict[str, float]:

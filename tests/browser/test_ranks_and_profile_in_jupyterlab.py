@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from . import test_grid_and_compile_in_jupyterlab as grid_test
-from .lab import append_and_run, open_and_run_all, screenshot_on_failure
+from .lab import append_and_run, screenshot_on_failure
 from .test_grid_and_compile_in_jupyterlab import _reads_in_both_themes
 
 pytestmark = pytest.mark.browser
@@ -64,20 +64,6 @@ def write_notebook(root: Path) -> str:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, root / "ranks.ipynb")
     return "ranks.ipynb"
-
-
-@pytest.fixture(scope="module")
-def nb_page(browser, lab):
-    """One page with the notebook open and run, for both tests."""
-    context = browser.new_context(viewport=VIEWPORT)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    try:
-        with screenshot_on_failure(page, lab, "ranks_profile-open"):
-            open_and_run_all(page, lab, 120_000, 120_000)
-        yield page
-    finally:
-        context.close()
 
 
 def test_rank_lanes_hover_click_and_python_stay_in_step(nb_page, lab, request):

@@ -23,10 +23,13 @@ Model schema (version 1):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from .axis import CHAR_W
+from .axis import nice_step as _nice_step
+from .axis import px as _r
+from .axis import short_label as _short
 from .markup import esc as _esc
 from .theme import STYLE as THEME_STYLE
 
@@ -41,7 +44,6 @@ SUB_H = 16
 MEM_H = 34
 GAP = 4
 RANK_GAP = 14
-CHAR_W = 6.6  # px per character at font-size 11 monospace
 MIN_W = 1.0
 N_CAT = 8
 STYLE = (
@@ -89,24 +91,7 @@ def _fmt(t: float) -> str:
     return f"{t:.3f}".rstrip("0").rstrip(".") if t != int(t) else str(int(t))
 
 
-def _r(v: float) -> float:
-    return round(v, 2)
 
-
-def _nice_step(end: float, max_ticks: int = 8) -> float:
-    if end <= 0:
-        return 1.0
-    raw = end / max_ticks
-    base = 10 ** math.floor(math.log10(raw))
-    return next(m * base for m in (1, 2, 5, 10) if m * base >= raw)
-
-
-def _short(name: str, width: float) -> str:
-    """The name cut to what fits in `width` px ("" when not even 3 characters fit)."""
-    n = int((width - 4) // CHAR_W)
-    if n < 3:
-        return ""
-    return name if len(name) <= n else name[: n - 1] + "…"
 
 
 def _comms(rank: Mapping[str, Any], it: int) -> list[dict[str, Any]]:

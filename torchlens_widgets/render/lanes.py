@@ -28,6 +28,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .axis import CHAR_W
+from .axis import px as _r
+from .axis import short_label as _short
 from .markup import esc as _esc
 from .theme import STYLE as THEME_STYLE
 
@@ -41,7 +44,6 @@ LANE_H = 26
 LANE_GAP = 10
 HOST_Y = 58
 MIN_W = 1.0
-CHAR_W = 6.6  # px per character at font-size 11 monospace
 #: Fill (a tint, so labels in the text colour read on it) and outline per span kind, from the theme.
 COLORS = {"running": ("tint3", "cat3"), "blocked": ("tint4", "cat4"), "kernel": ("tint1", "cat1"),
           "memcpy": ("tint2", "cat2"), "memset": ("tint5", "cat5")}
@@ -73,9 +75,6 @@ def _fmt(t: float) -> str:
     """A time in µs without float noise: 15, 383.5, 0.125."""
     return f"{t:.3f}".rstrip("0").rstrip(".") if t != int(t) else str(int(t))
 
-
-def _r(v: float) -> float:
-    return round(v, 2)
 
 
 def _nice_step(end: float, max_ticks: int = 10) -> float:
@@ -110,13 +109,6 @@ def display_name(name: str, limit: int = 60) -> str:
         core = core[:cut].strip() or name
     return core if len(core) <= limit else core[: limit - 1] + "…"
 
-
-def _short(name: str, width: float) -> str:
-    """The name cut to what fits in `width` px ("" when not even 3 characters fit)."""
-    n = int((width - 4) // CHAR_W)
-    if n < 3:
-        return ""
-    return name if len(name) <= n else name[: n - 1] + "…"
 
 
 def lanes_model(lanes: Any, *, width: int = 960, max_spans: int = 1000, links: bool = True) -> dict[str, Any]:

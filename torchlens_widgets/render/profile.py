@@ -12,10 +12,12 @@ A span's box: x = left + start * scale, w = max(dur * scale, 1), y = lane.y + de
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from .axis import CHAR_W, short_label
+from .axis import nice_step as _nice_step
+from .axis import px as _r
 from .markup import esc as _esc
 from .theme import STYLE as THEME_STYLE
 
@@ -28,7 +30,6 @@ TOP = 34  # first lane
 ROW_H = 16
 LANE_GAP = 12
 MIN_W = 1.0
-CHAR_W = 6.6  # px per character at font-size 11 monospace
 MAX_DEPTH = 24  # rows per lane; deeper spans are counted, not drawn
 MAX_TABLE = 200
 STATIC_ROWS = 25
@@ -85,24 +86,7 @@ def _fmt(t: float) -> str:
     return f"{t:.3f}".rstrip("0").rstrip(".") if t >= 0.001 else "0"
 
 
-def _r(v: float) -> float:
-    return round(v, 2)
 
-
-def _nice_step(end: float, max_ticks: int = 8) -> float:
-    if end <= 0:
-        return 1.0
-    raw = end / max_ticks
-    base = 10 ** math.floor(math.log10(raw))
-    return next(m * base for m in (1, 2, 5, 10) if m * base >= raw)
-
-
-def short_label(name: str, width: float) -> str:
-    """`name` cut to what fits in `width` px ("" when not even 3 characters fit); the widget does the same."""
-    n = int((width - 4) // CHAR_W)
-    if n < 3:
-        return ""
-    return name if len(name) <= n else name[: n - 1] + "…"
 
 
 def _shape_text(shapes: list[list[int]]) -> str:
