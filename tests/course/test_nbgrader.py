@@ -20,6 +20,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from torchlens_widgets.course.gradebook import grade_submissions
+
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]-*.ipynb"))
 NBGRADER = Path(sys.executable).parent / "nbgrader"
 ASSIGNMENT = "ps"
@@ -184,3 +186,9 @@ def test_nbgrader_autogrades(path: Path, tmp_path: Path) -> None:
     if "stub" in scores:
         stub_score, _, stub_cells = scores["stub"]
         assert stub_score == 0, f"the unchanged release scored {stub_score}: {stub_cells}"
+
+    # the same submissions through torchlens-course grade: the same points, item by item
+    book = grade_submissions(root / "submitted", path.parent, tmp_path / "graded", jobs=2, notebooks=[path.name])
+    ours = {s: {i.grade_id: i.points for i in book.results[s][0].items} for s in students}
+    theirs = {s: {gid: float(score or 0) for gid, score in scores[s][2].items()} for s in students}
+    assert ours == theirs, f"torchlens-course grade {ours} != nbgrader autograde {theirs}"

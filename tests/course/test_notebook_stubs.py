@@ -9,8 +9,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from torchlens_widgets.course.execute import cell_errors, execute_notebook
+from torchlens_widgets.course.assemble import assemble, graded_items, hidden_lines
+from torchlens_widgets.course.execute import cell_errors
+from torchlens_widgets.course.grading import read_results
 from torchlens_widgets.course.release import release_notebook
+from torchlens_widgets.course.runner import Limits, run_cells
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]-*.ipynb"))
 CHECK_ID = re.compile(r"""check\(\s*["']([^"']+)["']""")
@@ -54,22 +57,29 @@ def test_source_notebook_is_course_material(path: Path) -> None:
 @pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_every_check_fails_on_its_stub(path: Path, tmp_path: Path) -> None:
+    """The released notebook, unchanged, graded as the grader does (its hidden tests restored): teaching cells run,
+    every item fails, and no message quotes a hidden test."""
     source = nbformat.read(path, as_version=4)
     student = release_notebook(source)
     text = json.dumps(student)
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
         assert marker not in text
-    released = tmp_path / path.name
-    nbformat.write(student, released)
-    run = execute_notebook(released, allow_errors=True, timeout=180)
-    errors = cell_errors(run.notebook)
-    graded = graded_cells(run.notebook)
-    first_exercise = min(i for i, c in enumerate(run.notebook.cells) if nbgrader(c))
-    teaching_errors = {i: e for i, e in errors.items() if i < first_exercise}
+    built = assemble(source, student)
+    limits = Limits(timeout=300, cell_timeout=180, memory_mb=6000)
+    run = run_cells(built.notebook, tmp_path, limits)
+    first_exercise = min(i for i, c in enumerate(built.notebook.cells) if nbgrader(c))
+    teaching_errors = {i: s for i, s in run.status.items() if 0 < i < first_exercise and s != "ok"}
     assert not teaching_errors, f"teaching cells failed in the student version: {teaching_errors}"
-    for i in graded:
-        gid = nbgrader(run.notebook.cells[i])["grade_id"]
-        assert errors.get(i) == "CheckFailed", f"{gid}: the check passed (or crashed: {errors.get(i)}) on the stub"
+    points = {item.grade_id: item.points for item in graded_items(source)}
+    results = read_results(built.notebook, built.cells, points, run, limits)
+    assert [r.grade_id for r in results] == [nbgrader(source.cells[i])["grade_id"] for i in graded_cells(source)]
+    not_failed = {r.grade_id: f"{r.status}: {r.message}" for r in results if r.status != "failed"}
+    assert not not_failed, f"checks that did not fail on their stub: {not_failed}"
+    crashed = {gid: e for gid, i in built.cells.items() if (e := cell_errors(built.notebook).get(i)) != "CheckFailed"}
+    assert not crashed, f"checks that crashed on their stub instead of failing: {crashed}"
+    secret = [line for line in hidden_lines(source) if len(line) >= 8]
+    leaks = {r.grade_id: line for r in results for line in secret if line in r.message}
+    assert not leaks, f"feedback quotes a hidden test: {leaks}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])

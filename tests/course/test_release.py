@@ -495,3 +495,19 @@ def test_solution_markdown_attachments_and_null_sources(tmp_path: Path) -> None:
     assert "SENTINEL_ATTACHMENT" not in text and "attachments" not in released.cells[0]
     assert released.cells[1]["attachments"]["fig.png"]["image/png"] == "KEEP_ME"
     assert released.cells[2].source == ""
+
+
+def test_answered_release_types_in_the_reference_answers_or_given_ones() -> None:
+    from torchlens_widgets.course.release import answered_release
+
+    source = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION",
+                                  metadata={"nbgrader": {"solution": True, "grade": False, "grade_id": "x-answer"}}),
+        nbformat.v4.new_code_cell("assert f() == 1\n### BEGIN HIDDEN TESTS\nassert f() != 2\n### END HIDDEN TESTS",
+                                  metadata={"nbgrader": {"solution": False, "grade": True, "grade_id": "x", "points": 1}}),
+    ])
+    full = answered_release(source)
+    assert full.cells[0].source == "def f():\n    return 1\n" and "HIDDEN" not in nbformat.writes(full)
+    assert "f() != 2" not in full.cells[1].source
+    assert answered_release(source, {"x-answer": "f = None"}).cells[0].source == "f = None"
+    assert "return 1" in source.cells[0].source and "BEGIN SOLUTION" in source.cells[0].source  # source unchanged

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.course.wrong_answers import run_wrong_answers, wrong_answers_for
+from torchlens_widgets.course.assemble import hidden_lines
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]-*.ipynb"))
 MIN_WRONG = 4
@@ -47,5 +48,10 @@ def test_wrong_answers_fail_and_the_reference_passes(path: Path) -> None:
         for o in outcomes if not o.failed_with_feedback
     ]
     assert not passed_wrongly, "wrong answers not rejected as intended:\n" + "\n".join(passed_wrongly)
+    import nbformat
+
+    secret = [line for line in hidden_lines(nbformat.read(path, as_version=4)) if len(line) >= 8]
+    leaked = [f"{o.grade_id} / {o.name}: {line}" for o in outcomes for line in secret if line in o.feedback]
+    assert not leaked, "feedback quotes a hidden test (the grader would show it to the student):\n" + "\n".join(leaked)
     bad_reference = {gid: text for gid, text in reference.items() if text.startswith("FAILED")}
     assert not bad_reference, f"the reference answer failed after the wrong answers: {bad_reference}"

@@ -1,4 +1,4 @@
-"""``torchlens-course``: release student notebooks and inspect local progress."""
+"""``torchlens-course``: release student notebooks, grade submissions, validate a notebook, inspect progress."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import json
 import sys
 from pathlib import Path
 
+from .gradebook import GradeError, grade_submissions
 from .outline import progress_report, read_outline
 from .progress import ENV_VAR, ProgressStore
 from .release import ReleaseError, release_path
+from .runner import Limits
 
 __all__ = ["main"]
 
@@ -18,7 +20,8 @@ _ALL = object()  # `--reset` given without a GRADE_ID
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="torchlens-course", description="Release student notebooks and inspect local course progress."
+        prog="torchlens-course",
+        description="Release student notebooks, grade submissions, validate a notebook, and inspect local progress.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -33,6 +36,39 @@ def _build_parser() -> argparse.ArgumentParser:
     rel.add_argument("src", metavar="SRC", type=Path, help="source notebook (.ipynb) or directory of notebooks")
     rel.add_argument("dst", metavar="DST", type=Path, help="destination directory (or .ipynb path when SRC is a file)")
     rel.add_argument("--force", action="store_true", help="overwrite existing destination notebooks")
+
+    grade = sub.add_parser(
+        "grade",
+        help="grade every student's notebooks into a gradebook and feedback",
+        description="Grade SUBMISSIONS (one folder per student, notebooks named as released) against the source "
+        "notebooks. Every test cell is restored from the source (hidden tests included), each notebook runs in a "
+        "fresh kernel in its own process under time and memory limits, unable to read the source, the other "
+        "submissions or OUT. Writes OUT/gradebook.csv, OUT/summary.csv and OUT/feedback/STUDENT.{json,html}. "
+        "A notebook unchanged since the last run (same submission, source and limits) is not run again.",
+    )
+    grade.add_argument("submissions", metavar="SUBMISSIONS", type=Path, help="folder with one folder per student")
+    grade.add_argument("--source", type=Path, required=True, help="the source notebooks (with solutions and hidden tests)")
+    grade.add_argument("--out", type=Path, required=True, help="where the gradebook and feedback go")
+    grade.add_argument("--jobs", type=int, default=None, help="notebooks graded at once (default: the number of cores)")
+    grade.add_argument("--notebook", action="append", default=[], metavar="NAME",
+                       help="grade only this notebook (repeat for more; default: every graded notebook)")
+    grade.add_argument("--timeout", type=float, default=Limits.timeout, help="seconds for a whole notebook (default %(default)g)")
+    grade.add_argument("--cell-timeout", type=float, default=Limits.cell_timeout,
+                       help="seconds for one cell; a cell past it is interrupted (default %(default)g)")
+    grade.add_argument("--memory-mb", type=float, default=Limits.memory_mb,
+                       help="resident memory of a notebook's kernel and its processes (default %(default)g)")
+
+    val = sub.add_parser(
+        "validate",
+        help="run a notebook as you have it and report its visible checks",
+        description="Run NOTEBOOK top to bottom in a fresh kernel (the grader's runner) and report each check. "
+        "A student copy holds only the visible tests: its hidden tests run when it is graded, so passing here "
+        "means the visible tests pass. Your progress file is not written.",
+    )
+    val.add_argument("notebook", metavar="NOTEBOOK", type=Path)
+    val.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole notebook (default %(default)g)")
+    val.add_argument("--cell-timeout", type=float, default=120.0, help="seconds for one cell (default %(default)g)")
+    val.add_argument("--json", action="store_true", help="print the report as JSON")
 
     prog = sub.add_parser(
         "progress",
@@ -78,6 +114,53 @@ def _release(args: argparse.Namespace) -> int:
     for path in result.skipped:
         print(f"skipped  {path} (exists; use --force to overwrite)")
     return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    for name in ("timeout", "cell_timeout", "memory_mb"):
+        if not getattr(args, name) > 0:
+            print(f"torchlens-course grade: error: --{name.replace('_', '-')} must be a positive number", file=sys.stderr)
+            return 2
+    if args.jobs is not None and args.jobs < 1:
+        print("torchlens-course grade: error: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    limits = Limits(args.timeout, args.cell_timeout, args.memory_mb)
+    try:
+        book = grade_submissions(args.submissions, args.source, args.out, jobs=args.jobs, limits=limits,
+                                 notebooks=args.notebook, progress=print)
+    except (GradeError, OSError) as exc:
+        print(f"torchlens-course grade: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"graded {book.graded} notebook(s), reused {book.reused} unchanged, in {book.seconds:.1f} s")
+    if not book.sandboxed:
+        print("warning: this machine could not hide the source folder from the kernels (no usable unshare/mount "
+              "namespace): a submission could read the source notebooks", file=sys.stderr)
+    for name in ("gradebook.csv", "summary.csv", "feedback/"):
+        print(f"wrote    {args.out / name}")
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from .validate import validate_notebook
+
+    if not args.notebook.is_file():
+        print(f"torchlens-course validate: error: {args.notebook} is not a file", file=sys.stderr)
+        return 2
+    try:
+        report = validate_notebook(args.notebook, timeout=args.timeout, cell_timeout=args.cell_timeout)
+    except Exception as exc:
+        print(f"torchlens-course validate: error: cannot run {args.notebook}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for c in report["checks"]:
+            print(f"{c['grade_id']}: {c['status']}" + (f" - {c['message']}" if c["status"] != "passed" else ""))
+        if report["notice"]:
+            print(f"note: {report['notice']}")
+        if report["stopped"]:
+            print(f"the run stopped early: {report['stopped']}")
+    return 0 if all(c["status"] == "passed" for c in report["checks"]) else 1
 
 
 def _progress(args: argparse.Namespace) -> int:
@@ -137,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         return _release(args)
     if args.command == "progress":
         return _progress(args)
+    if args.command == "grade":
+        return _grade(args)
+    if args.command == "validate":
+        return _validate(args)
     parser.print_help(sys.stderr)
     return 2
 

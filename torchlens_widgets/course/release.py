@@ -29,6 +29,7 @@ __all__ = [
     "ReleaseResult",
     "release_notebook",
     "release_path",
+    "answered_release",
 ]
 
 CODE_STUB = ("# YOUR CODE HERE", f'raise NotImplementedError("{STUB_MESSAGE}")')
@@ -181,6 +182,22 @@ def release_notebook(nb: NotebookNode, name: str | None = None) -> NotebookNode:
     for leak in _LEAKS:
         if leak in text:
             raise ReleaseError(f"{leak!r} still appears in the released notebook; refusing to release it", name)
+    return out
+
+
+_SOLUTION_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
+
+
+def answered_release(source: NotebookNode, answers: dict[str, str] | None = None) -> NotebookNode:
+    """The student version with every answer cell filled in: the source's reference answer (markers removed),
+    or `answers[answer_grade_id]` where given. What a full-marks submission looks like, to try a grading setup."""
+    reference = {_nbgrader(c)["grade_id"]: _SOLUTION_LINE.sub("", "".join(c.source)) for c in source.cells
+                 if _nbgrader(c).get("solution")}
+    out = release_notebook(source)
+    for cell in out.cells:
+        gid = _nbgrader(cell).get("grade_id")
+        if _nbgrader(cell).get("solution"):
+            cell.source = (answers or {}).get(gid, reference[gid])
     return out
 
 

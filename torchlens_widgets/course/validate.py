@@ -1,4 +1,5 @@
-"""Validate a notebook as the learner has it: run it top to bottom in a fresh kernel and report each
+"""Validate a notebook as the learner has it: run it top to bottom in a fresh kernel (the grader's runner,
+without its memory cap or restored tests) and report each
 visible check (passed / failed with its message / not attempted / timed out).
 
 It never says "all passed" about a student copy: its hidden tests only run at grading, and the report
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ import nbformat
 from .execute import progress_redirected
 from .markers import HIDDEN_PLACEHOLDER
 from .progress import ProgressStore
+from .runner import Limits, run_cells
 
 __all__ = ["validate_notebook"]
 
@@ -66,42 +67,16 @@ def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout:
     """Run `path` (not saved back) and report its visible checks; `timeout` bounds the whole run, kernel
     start included, `cell_timeout` each cell. The kernel's pid goes to `pid_file` (if given) as soon as it
     runs, so a caller that has to kill this process can kill the kernel too (it runs in its own session)."""
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
-
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     tests = _test_cells(nb)
     hidden = any(HIDDEN_PLACEHOLDER in _source(nb.cells[i]) for i, _, _ in tests)
-    ran: set[int] = set()
-    stopped: str | None = None
-    t0 = time.monotonic()
     with progress_redirected() as store_path:
-        client = NotebookClient(nb, timeout=cell_timeout, kernel_name=kernel_name, allow_errors=True,
-                                startup_timeout=max(1, int(timeout)), shutdown_kernel="immediate",
-                                resources={"metadata": {"path": str(path.parent.resolve())}})
-        with client.setup_kernel():
-            pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
-            if pid_file is not None and isinstance(pid, int):
-                pid_file.write_text(str(pid))
-            for i, cell in enumerate(nb.cells):
-                if cell.cell_type != "code":
-                    continue
-                left = timeout - (time.monotonic() - t0)
-                if left <= 0:
-                    stopped = "timeout"
-                    break
-                client.timeout = int(max(1, min(cell_timeout, left)))
-                try:
-                    client.execute_cell(cell, i)
-                except CellTimeoutError:
-                    stopped = "timeout"
-                    break
-                except DeadKernelError:
-                    stopped = "kernel died"
-                    break
-                ran.add(i)
+        run = run_cells(nb, path.parent.resolve(), Limits(timeout, cell_timeout, float("inf")), pid_file=pid_file,
+                        own_home=False)
         passed = ProgressStore(store_path).passed()
+    stopped = run.stopped
+    ran = {i for i, status in run.status.items() if status in ("ok", "error")}
     checks = []
     for i, gid, pts in tests:
         entry = passed.get(gid)
@@ -116,6 +91,8 @@ def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout:
         elif entry is not None and err is None and i in ran:
             status, message = "passed", ("visible tests passed" if hidden or entry.get("scope") == "visible"
                                          else "passed")
+        elif run.status.get(i) == "timeout" and stopped is None:
+            status, message = "timeout", f"this check ran past its {cell_timeout:g} s limit and was interrupted"
         elif i not in ran:
             status, message = ("timeout" if stopped == "timeout" else "not attempted"), (
                 f"not run: the notebook stopped before this check ({stopped})" if stopped else "not run")
@@ -129,7 +106,7 @@ def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout:
         checks.append({"grade_id": gid, "points": pts, "status": status, "message": message})
     return {
         "notebook": str(path),
-        "seconds": round(time.monotonic() - t0, 2),
+        "seconds": run.seconds,
         "stopped": stopped,
         "hidden_tests": hidden,
         "notice": HIDDEN_NOTICE if hidden else None,

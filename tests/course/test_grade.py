@@ -1,0 +1,246 @@
+"""`torchlens-course grade` on tampered submissions of a released notebook gives exactly the expected gradebook.
+
+The submissions are made from notebook 02's release: full marks, blank, edited / deleted / re-typed / moved test
+cells, an infinite loop, a memory bomb, ``os._exit``, a cell that reads the instructor's source, a missing and
+an unreadable notebook, and a progress file claiming every pass. One grading run (two at a time) serves every
+test here; a second run with nothing changed must reuse every result.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import json
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from torchlens_widgets.course import sandbox
+from torchlens_widgets.course.assemble import hidden_lines
+from torchlens_widgets.course.cli import main as cli
+from torchlens_widgets.course.gradebook import GradeError, grade_submissions
+from torchlens_widgets.course.release import answered_release, release_notebook
+from torchlens_widgets.course.runner import Limits
+
+SOURCE = Path(__file__).parents[2] / "notebooks"
+NAME = "02-storage-views-strides.ipynb"
+IDS = ["02-predict-strides", "02-storage-position", "02-which-views", "02-my-transpose", "02-reshape-as-view"]
+POINTS = {"02-predict-strides": 2, "02-storage-position": 3, "02-which-views": 2, "02-my-transpose": 3,
+          "02-reshape-as-view": 3}
+LIMITS = Limits(timeout=240, cell_timeout=20, memory_mb=1500)
+
+ALL_PASS = dict.fromkeys(IDS, "passed")
+EXPECTED = {
+    "full": ALL_PASS,
+    "blank": dict.fromkeys(IDS, "failed"),
+    "edited-tests": dict.fromkeys(IDS, "failed"),  # stubs, with every test cell rewritten to print a pass
+    "deleted-tests": ALL_PASS,  # the reference answers with every test cell deleted: the tests come back
+    "moved-tests": ALL_PASS,  # every test cell moved to the top, above the answers it tests
+    "retyped-split": ALL_PASS,  # test cells re-typed without metadata and faked; answer cells split in two
+    "infinite-loop": {**ALL_PASS, "02-storage-position": "timeout"},
+    "memory-bomb": {**ALL_PASS, "02-my-transpose": "out-of-memory", "02-reshape-as-view": "out-of-memory"},
+    "os-exit": {**ALL_PASS, "02-which-views": "kernel died", "02-my-transpose": "kernel died",
+                "02-reshape-as-view": "kernel died"},
+    "reads-source": {**ALL_PASS, "02-storage-position": "failed"},
+    "missing": dict.fromkeys(IDS, "missing"),
+    "unreadable": dict.fromkeys(IDS, "missing"),
+    "claims-progress": dict.fromkeys(IDS, "failed"),
+}
+
+
+def _meta(cell: nbformat.NotebookNode) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def _is_test(cell: nbformat.NotebookNode) -> bool:
+    return bool(_meta(cell).get("grade")) and not _meta(cell).get("solution")
+
+
+READS_SOURCE = '''import json as _json
+import pathlib as _pathlib
+import subprocess as _subprocess
+
+_found = None
+for _read in (lambda: _pathlib.Path(r"{path}").read_text(),
+              lambda: _subprocess.run(["git", "-C", r"{repo}", "show", "HEAD:notebooks/{name}"],
+                                      capture_output=True, text=True, check=True).stdout):
+    try:
+        _cells = _json.loads(_read())["cells"]
+    except Exception:
+        continue
+    _found = next("".join(c["source"]) for c in _cells
+                  if c["metadata"].get("nbgrader", {{}}).get("grade_id") == "02-storage-position-answer")
+    break
+if _found is None:
+    def storage_position(index, shape, stride, offset):
+        raise RuntimeError("could not read the instructor's notebook")
+else:
+    exec(_found)
+'''
+
+
+def _submissions(root: Path) -> Path:
+    source = nbformat.read(SOURCE / NAME, as_version=4)
+    release = release_notebook(source)
+    subs = root / "submissions"
+
+    def put(student: str, nb: nbformat.NotebookNode | None) -> None:
+        (subs / student).mkdir(parents=True)
+        if nb is not None:
+            nbformat.write(nb, subs / student / NAME)
+
+    put("full", answered_release(source))
+    put("blank", release)
+    edited = copy.deepcopy(release)
+    for cell in edited.cells:
+        if _is_test(cell):
+            cell.source = 'print("all tests passed")'
+    put("edited-tests", edited)
+    deleted = answered_release(source)
+    deleted.cells = [c for c in deleted.cells if not _is_test(c)]
+    put("deleted-tests", deleted)
+    moved = answered_release(source)
+    tests = [c for c in moved.cells if _is_test(c)]
+    moved.cells = tests + [c for c in moved.cells if not _is_test(c)]
+    put("moved-tests", moved)
+    retyped = answered_release(source)
+    cells = []
+    for cell in retyped.cells:
+        if _is_test(cell):  # deleted, then re-typed by hand: no metadata, and a check that always passes
+            cells.append(nbformat.v4.new_code_cell('from torchlens_widgets.course import check\nprint("passed")'))
+        elif _meta(cell).get("grade_id") == "02-my-transpose-answer":  # split in two; both halves keep the id
+            first = copy.deepcopy(cell)
+            first.source = "import torch as _t  # first half"
+            second = nbformat.v4.new_code_cell(cell.source, metadata=copy.deepcopy(cell.metadata))
+            cells += [first, second]
+        elif _meta(cell).get("grade_id") == "02-reshape-as-view-answer":  # split; the second half lost its id
+            first = copy.deepcopy(cell)
+            first.source = "_helper_ready = True"
+            cells += [first, nbformat.v4.new_code_cell(cell.source)]
+        else:
+            cells.append(cell)
+    retyped.cells = cells
+    put("retyped-split", retyped)
+    put("infinite-loop", answered_release(source, {
+        "02-storage-position-answer": "def storage_position(index, shape, stride, offset):\n    while True:\n        pass\n"}))
+    put("memory-bomb", answered_release(source, {
+        "02-my-transpose-answer": "_hog = []\nwhile True:\n    _hog.append(b'x' * 2**26)\n"}))
+    put("os-exit", answered_release(source, {"02-which-views-answer": "import os\nos._exit(0)\n"}))
+    put("reads-source", answered_release(source, {"02-storage-position-answer": READS_SOURCE.format(
+        path=SOURCE / NAME, repo=SOURCE.parent, name=NAME)}))
+    put("missing", None)
+    (subs / "missing" / "01-runtime.ipynb").write_text("{}")  # another notebook, not this one
+    put("unreadable", None)
+    (subs / "unreadable" / NAME).write_text('{"cells": [ this is not JSON')
+    put("claims-progress", release)
+    claim = {"version": 1, "passed": {gid: {"points": POINTS[gid], "max_points": POINTS[gid]} for gid in IDS}}
+    (subs / "claims-progress" / "progress.json").write_text(json.dumps(claim))
+    return subs
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
+    root = tmp_path_factory.mktemp("grade")
+    subs = _submissions(root)
+    out = root / "out"
+    t0 = time.monotonic()
+    grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
+    return subs, out, time.monotonic() - t0
+
+
+@pytest.mark.notebooks
+def test_tampered_submissions_give_exactly_the_expected_gradebook(graded: tuple[Path, Path, float]) -> None:
+    assert sandbox.available(), "this machine cannot hide folders from a kernel (unshare --mount)"
+    _, out, _ = graded
+    with open(out / "gradebook.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["student", "notebook", "grade_id", "points", "max_points", "status"]
+    expected = [{"student": s, "notebook": NAME, "grade_id": gid, "points": str(POINTS[gid] if st == "passed" else 0),
+                 "max_points": str(POINTS[gid]), "status": st}
+                for s in sorted(EXPECTED) for gid, st in EXPECTED[s].items()]
+    assert rows == expected
+
+
+@pytest.mark.notebooks
+def test_summary_has_a_row_per_student(graded: tuple[Path, Path, float]) -> None:
+    _, out, _ = graded
+    with open(out / "summary.csv", newline="") as fh:
+        summary = {r["student"]: r for r in csv.DictReader(fh)}
+    assert sorted(summary) == sorted(EXPECTED)
+    assert summary["full"]["points"] == "13" and summary["full"]["max_points"] == "13"
+    assert summary["infinite-loop"]["points"] == "10" and summary["missing"]["notebooks_submitted"] == "0"
+
+
+@pytest.mark.notebooks
+def test_feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(graded: tuple[Path, Path, float]) -> None:
+    _, out, _ = graded
+    secret = [line for line in hidden_lines(nbformat.read(SOURCE / NAME, as_version=4)) if len(line) >= 8]
+    assert len(secret) > 10
+    for student in EXPECTED:
+        for ext in ("json", "html"):
+            text = (out / "feedback" / f"{student}.{ext}").read_text()
+            assert not [line for line in secret if line in text], f"{student}.{ext} quotes a hidden test"
+            assert "Traceback" not in text and "File \"" not in text
+    blank = json.loads((out / "feedback" / "blank.json").read_text())["notebooks"][0]["items"]
+    assert all(i["message"].startswith("not done yet") for i in blank)
+    loop = json.loads((out / "feedback" / "infinite-loop.json").read_text())["notebooks"][0]["items"]
+    assert "ran past its 20 s limit" in loop[1]["message"]
+    bomb = json.loads((out / "feedback" / "memory-bomb.json").read_text())["notebooks"][0]["items"]
+    assert "more than 1500 MB" in bomb[3]["message"]
+    html = (out / "feedback" / "full.html").read_text()
+    assert "13 of 13 points" in html and "var(--tlw-good)" in html and "#" not in html.split("<body")[1]
+
+
+@pytest.mark.notebooks
+def test_a_rerun_with_nothing_changed_reuses_every_result(graded: tuple[Path, Path, float]) -> None:
+    subs, out, first = graded
+    before = (out / "gradebook.csv").read_text()
+    t0 = time.monotonic()
+    book = grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
+    assert (book.graded, book.reused) == (0, len(EXPECTED))
+    assert time.monotonic() - t0 < 5 < first
+    assert (out / "gradebook.csv").read_text() == before
+    full = subs / "full" / NAME  # one changed submission is graded again, alone
+    nb = nbformat.read(full, as_version=4)
+    nb.cells.append(nbformat.v4.new_markdown_cell("a note"))
+    nbformat.write(nb, full)
+    book = grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
+    assert (book.graded, book.reused) == (1, len(EXPECTED) - 1)
+    assert (out / "gradebook.csv").read_text() == before
+
+
+def test_bad_folders_get_the_graders_own_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "subs" / "ann").mkdir(parents=True)
+    with pytest.raises(GradeError, match="is not a folder"):
+        grade_submissions(tmp_path / "nope", SOURCE, tmp_path / "out")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(GradeError, match="no student folders"):
+        grade_submissions(tmp_path / "empty", SOURCE, tmp_path / "out")
+    with pytest.raises(GradeError, match="no graded source notebook called 99-nothing"):
+        grade_submissions(tmp_path / "subs", SOURCE, tmp_path / "out", notebooks=["99-nothing"])
+    with pytest.raises(GradeError, match="inside SUBMISSIONS"):
+        grade_submissions(tmp_path / "subs", SOURCE, tmp_path / "subs" / "out", notebooks=[NAME])
+    assert cli(["grade", str(tmp_path / "subs"), "--source", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "no graded notebooks in" in capsys.readouterr().err
+    assert cli(["grade", str(tmp_path / "subs"), "--source", str(SOURCE), "--out", str(tmp_path / "o"),
+                "--timeout", "0"]) == 2
+    assert "--timeout must be a positive number" in capsys.readouterr().err
+
+
+@pytest.mark.notebooks
+def test_validate_runs_a_learner_copy_and_says_hidden_tests_remain(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from torchlens_widgets.course.markers import HIDDEN_PLACEHOLDER
+
+    nb = nbformat.v4.new_notebook()
+    test = ("from torchlens_widgets.course import check\nwith check('99-one', points=1) as c:\n"
+            f"    c.that(answer == 2, 'answer should be 2')\n    {HIDDEN_PLACEHOLDER}")
+    nb.cells = [nbformat.v4.new_code_cell("answer = 1 + 1"),
+                nbformat.v4.new_code_cell(test, metadata={"nbgrader": {"grade": True, "solution": False,
+                                                                       "grade_id": "99-one", "points": 1}})]
+    nbformat.write(nb, tmp_path / "99-mine.ipynb")
+    assert cli(["validate", str(tmp_path / "99-mine.ipynb")]) == 0
+    out = capsys.readouterr().out
+    assert "99-one: passed" in out and "hidden tests run only when the notebook is graded" in out
+    assert cli(["validate", str(tmp_path / "nope.ipynb")]) == 2

@@ -1,0 +1,168 @@
+"""Grade one submitted notebook: restore its test cells from the source, run it under limits, and read
+each graded item's result from its own (restored) test cell.
+
+An item passes only when its test cell ran to the end without an error and its check reported a pass;
+anything else is failed, timeout, out-of-memory, kernel died or missing — never passed by default.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from .assemble import assemble, graded_items
+from .runner import Limits, Run, run_cells
+
+__all__ = ["ItemResult", "NotebookResult", "STATUSES", "grade_notebook", "read_results"]
+
+STATUSES = ("passed", "failed", "timeout", "out-of-memory", "kernel died", "missing")
+_MESSAGE_CHARS = 600
+
+
+@dataclass
+class ItemResult:
+    """One graded item's row: what it scored and the check's own words (never a traceback)."""
+
+    grade_id: str
+    points: float
+    max_points: float
+    status: str
+    message: str
+
+
+@dataclass
+class NotebookResult:
+    """Every item of one notebook, and how the run went."""
+
+    notebook: str
+    items: list[ItemResult] = field(default_factory=list)
+    seconds: float = 0.0
+    peak_mb: float = 0.0
+    sandboxed: bool = False
+    stopped: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> NotebookResult:
+        return cls(**{**d, "items": [ItemResult(**i) for i in d["items"]]})
+
+
+def _reported(cell: Any, grade_id: str) -> dict[str, Any] | None:
+    """The last result the check attached to its display (metadata "torchlens_check") in this cell."""
+    found = None
+    for o in cell.get("outputs", []):
+        meta = o.get("metadata", {}).get("torchlens_check") if o.get("output_type") == "display_data" else None
+        if isinstance(meta, dict) and meta.get("grade_id") == grade_id:
+            found = meta
+    return found
+
+
+def _error(cell: Any) -> tuple[str, str] | None:
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "error":
+            return str(o.get("ename", "")), str(o.get("evalue", ""))
+    return None
+
+
+def _short(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= _MESSAGE_CHARS else text[: _MESSAGE_CHARS - 1] + "…"
+
+
+def read_results(nb: Any, cells: dict[str, int], points: dict[str, float], run: Run, limits: Limits) -> list[ItemResult]:
+    """Each item's status and message, from its test cell's outputs and the run's cell statuses."""
+    stop_words = {
+        "timeout": f"the notebook ran past its {limits.timeout:g} s limit before this check finished",
+        "out-of-memory": f"the notebook used more than {limits.memory_mb:g} MB of memory and was stopped",
+        "kernel died": "the kernel died (a crash or an exit in the notebook) before this check finished",
+        "not run": "the kernel did not start",
+    }
+    out = []
+    for gid, index in cells.items():
+        cell = nb.cells[index]
+        status = run.status.get(index, "not run")
+        said = _reported(cell, gid)
+        err = _error(cell)
+        if status == "ok" and said is not None and said.get("passed") is True:
+            result, message = "passed", "passed"
+        elif status in ("ok", "error"):
+            result = "failed"
+            if said is not None and said.get("passed") is False:
+                message = str(said.get("message", "the check failed"))
+            elif err is not None:
+                message = f"{err[0]}: {err[1]}" if err[1] else err[0]
+            else:
+                message = "the check did not report a result"
+        elif status == "timeout" and run.stopped != "timeout":
+            result, message = "timeout", f"this check ran past its {limits.cell_timeout:g} s limit and was interrupted"
+        else:
+            result = "kernel died" if status == "not run" else status
+            message = stop_words.get(status, status)
+        earned = points[gid] if result == "passed" else 0.0
+        out.append(ItemResult(gid, earned, points[gid], result, _short(message)))
+    return out
+
+
+def missing(source: Any, name: str, why: str) -> NotebookResult:
+    """Every item of `source` scored "missing" (the notebook was not submitted, or cannot be read)."""
+    return NotebookResult(name, [ItemResult(i.grade_id, 0.0, i.points, "missing", why) for i in graded_items(source)])
+
+
+def grade_notebook(source_path: Path, submission_path: Path | None, limits: Limits, *,
+                   hide: Sequence[Path] = (), pid_file: Path | None = None) -> NotebookResult:
+    """Grade `submission_path` (None: not submitted) against `source_path` in a fresh kernel whose working
+    folder holds only a copy of the submission; `hide` lists folders the kernel must not read."""
+    source = nbformat.read(source_path, as_version=4)
+    name = source_path.name
+    if submission_path is None:
+        return missing(source, name, f"{name} is not in the submission")
+    try:
+        submission = nbformat.read(submission_path, as_version=4)
+    except Exception as exc:
+        return missing(source, name, f"{name} could not be read as a notebook ({type(exc).__name__})")
+    built = assemble(source, submission)
+    points = {i.grade_id: i.points for i in graded_items(source)}
+    with tempfile.TemporaryDirectory(prefix="torchlens-grade-") as tmp:
+        work = Path(tmp) / "work"
+        work.mkdir()
+        nbformat.write(built.notebook, work / name)
+        run = run_cells(built.notebook, work, limits, hide=hide, pid_file=pid_file)
+    items = read_results(built.notebook, built.cells, points, run, limits)
+    return NotebookResult(name, items, run.seconds, run.peak_mb, run.sandboxed, run.stopped)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker: `python -m torchlens_widgets.course.grading SOURCE SUBMISSION|- RESULT.json [limits] [--hide DIR]`."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("source", type=Path)
+    p.add_argument("submission")
+    p.add_argument("result", type=Path)
+    p.add_argument("--timeout", type=float, default=Limits.timeout)
+    p.add_argument("--cell-timeout", type=float, default=Limits.cell_timeout)
+    p.add_argument("--memory-mb", type=float, default=Limits.memory_mb)
+    p.add_argument("--hide", type=Path, action="append", default=[])
+    p.add_argument("--pid-file", type=Path)
+    args = p.parse_args(argv)
+    limits = Limits(args.timeout, args.cell_timeout, args.memory_mb)
+    submission = None if args.submission == "-" else Path(args.submission)
+    result = grade_notebook(args.source, submission, limits, hide=args.hide, pid_file=args.pid_file)
+    tmp = args.result.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result.to_dict()))
+    shutil.move(tmp, args.result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

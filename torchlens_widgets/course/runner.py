@@ -1,0 +1,230 @@
+"""Run a notebook's cells in a fresh kernel under limits: what grading and validating both use.
+
+Each cell gets `cell_timeout` seconds (a cell past it is interrupted and the run goes on), the whole run
+`timeout` seconds, and the kernel's process tree `memory_mb` of resident memory (checked every 50 ms;
+past it the tree is killed). Every code cell ends with a status: "ok", "error", "timeout",
+"out-of-memory", "kernel died" or "not run". The learner's progress store and home are never touched:
+the kernel gets a throwaway progress file and its own home folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nbformat import NotebookNode
+
+from . import sandbox
+from .execute import progress_redirected
+
+__all__ = ["Limits", "Run", "run_cells"]
+
+_KERNEL = "torchlens-grader"
+_GRACE_S = 3.0  # how long a cell interrupted at the run's time limit has to stop before the kernel is killed
+_TIMEOUT = "CellTimeout"  # the error a cell past its limit gets (it is interrupted, and the run goes on)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long and how large a run may get."""
+
+    timeout: float = 600.0  # the whole notebook, kernel start included
+    cell_timeout: float = 120.0
+    memory_mb: float = 4000.0  # resident memory of the kernel and every process it starts
+
+
+@dataclass
+class Run:
+    """What happened: each code cell's status (by index), why the run stopped early (if it did), the time
+    it took, the peak resident memory seen and whether the kernel could read hidden folders."""
+
+    status: dict[int, str] = field(default_factory=dict)
+    stopped: str | None = None
+    seconds: float = 0.0
+    peak_mb: float = 0.0
+    sandboxed: bool = False
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, []))
+    return found
+
+
+def _rss_mb(pids: Sequence[int]) -> float:
+    total = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/statm") as fh:
+                total += int(fh.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _kill(pids: Sequence[int]) -> None:
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class _Watch(threading.Thread):
+    """Polls the kernel's process tree: kills it past the memory cap, and at `deadline`."""
+
+    def __init__(self, pid: int, memory_mb: float, deadline: float) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.memory_mb, self.deadline = pid, memory_mb, deadline
+        self.peak = 0.0
+        self.killed: str | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        pids: list[int] = []
+        tick = 0
+        while not self.done.wait(0.05):
+            if tick % 10 == 0:  # the tree is re-read every 0.5 s; resident memory every 50 ms
+                pids = _tree(self.pid)
+            tick += 1
+            rss = _rss_mb(pids)
+            self.peak = max(self.peak, rss)
+            if rss > self.memory_mb:
+                self.killed = "out-of-memory"
+            elif time.monotonic() > self.deadline:
+                self.killed = "timeout"
+            if self.killed:
+                _kill(_tree(self.pid))
+                return
+
+
+def _kernelspec(folder: Path, hide: Sequence[Path]) -> None:
+    spec = folder / "kernels" / _KERNEL
+    spec.mkdir(parents=True)
+    argv = sandbox.kernel_argv(hide)
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "grader", "language": "python",
+                                                  "interrupt_mode": "signal"}))
+
+
+def run_cells(nb: NotebookNode, cwd: Path, limits: Limits, *, hide: Sequence[Path] = (),
+              pid_file: Path | None = None, own_home: bool = True) -> Run:
+    """Execute `nb` in place (outputs land in its cells) with a kernel started in `cwd`; see the module doc.
+
+    Folders in `hide` are covered inside the kernel's mount namespace when the machine allows it
+    (`Run.sandboxed` says whether it did). `own_home=False` keeps the user's home (and its build cache)."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    run = Run()
+    t0 = time.monotonic()
+    use_sandbox = bool(hide) and sandbox.available()
+    run.sandboxed = use_sandbox
+    saved = {k: os.environ.get(k) for k in ("JUPYTER_PATH", "HOME", "IPYTHONDIR", "TORCHLENS_BUILD_DIR")}
+    with tempfile.TemporaryDirectory(prefix="torchlens-run-") as tmp, progress_redirected():
+        home = Path(tmp) / "home"
+        home.mkdir()
+        _kernelspec(Path(tmp) / "spec", hide if use_sandbox else ())
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(Path(tmp) / "spec"), saved["JUPYTER_PATH"]) if p)
+        if own_home:  # inherited by the kernel: nothing it writes under ~ outlives the run
+            os.environ["HOME"] = str(home)
+            os.environ["IPYTHONDIR"] = str(home / ".ipython")
+            os.environ.setdefault("TORCHLENS_BUILD_DIR", str(Path(tmp) / "build"))
+        try:
+            client = NotebookClient(nb, timeout=int(max(1, limits.cell_timeout)), kernel_name=_KERNEL,
+                                    allow_errors=True,
+                                    error_on_timeout={"ename": _TIMEOUT, "evalue": "the cell ran past its time limit",
+                                                      "traceback": []},
+                                    startup_timeout=int(max(10, min(limits.timeout, 120))),
+                                    shutdown_kernel="immediate", resources={"metadata": {"path": str(cwd)}})
+            _execute(client, nb, limits, run, t0, pid_file, CellTimeoutError, DeadKernelError)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    run.seconds = round(time.monotonic() - t0, 2)
+    return run
+
+
+def _execute(client: Any, nb: NotebookNode, limits: Limits, run: Run, t0: float, pid_file: Path | None,
+             CellTimeoutError: type[Exception], DeadKernelError: type[Exception]) -> None:
+    codes = [i for i, c in enumerate(nb.cells) if c.get("cell_type") == "code"]
+    try:
+        client_context = client.setup_kernel()
+        client_context.__enter__()
+    except Exception as exc:  # the kernel never started: nothing ran
+        run.stopped = f"the kernel did not start ({type(exc).__name__}: {exc})"
+        run.status = dict.fromkeys(codes, "not run")
+        return
+    watch = None
+    pid = None
+    try:
+        pid = getattr(getattr(client.km, "provisioner", None), "pid", None)
+        if pid_file is not None and isinstance(pid, int):
+            pid_file.write_text(str(pid))
+        if isinstance(pid, int):
+            # a backstop: a cell past the run's time is interrupted first; one that ignores that is killed
+            watch = _Watch(pid, limits.memory_mb, t0 + limits.timeout + _GRACE_S)
+            watch.start()
+        for n, i in enumerate(codes):
+            left = limits.timeout - (time.monotonic() - t0)
+            if left <= 0:
+                run.stopped = "timeout"
+            if run.stopped:
+                run.status.update(dict.fromkeys(codes[n:], run.stopped))
+                break
+            client.timeout = int(max(1, min(limits.cell_timeout, left)))
+            # past its own limit a cell is interrupted and the run goes on; at the run's limit the run just stops
+            client.interrupt_on_timeout = left > limits.cell_timeout
+            began = time.monotonic()
+            try:
+                client.execute_cell(nb.cells[i], i)
+                interrupted = time.monotonic() - began >= client.timeout  # nbclient interrupted it at its limit
+                errors = [o for o in nb.cells[i].get("outputs", []) if o.get("output_type") == "error"]
+                names = {o.get("ename") for o in errors}
+                run.status[i] = ("timeout" if interrupted or _TIMEOUT in names else "out-of-memory" if "MemoryError" in names
+                                 else "error" if errors else "ok")
+            except CellTimeoutError:  # the run's time is up
+                run.status[i] = "timeout"
+                run.stopped = "timeout"
+            except DeadKernelError:
+                reason = watch.killed if watch is not None and watch.killed else "kernel died"
+                run.status[i] = reason
+                run.stopped = reason
+            if watch is not None and watch.killed and not run.stopped:
+                run.stopped = watch.killed
+    finally:
+        if watch is not None:
+            watch.done.set()
+            watch.join()
+            run.peak_mb = round(watch.peak, 1)
+        try:
+            client_context.__exit__(None, None, None)
+        except Exception:
+            pass
+        if isinstance(pid, int):
+            _kill(_tree(pid))  # what the kernel started and left behind
