@@ -47,6 +47,7 @@ EXPECTED = {
     "missing": dict.fromkeys(IDS, "missing"),
     "unreadable": dict.fromkeys(IDS, "missing"),
     "claims-progress": dict.fromkeys(IDS, "failed"),
+    "forged-pass": dict.fromkeys(IDS, "failed"),  # stubs; errors swallowed and a pass displayed after every cell
 }
 
 
@@ -81,9 +82,26 @@ else:
 '''
 
 
+FORGE = '''from IPython.display import display as _display
+
+_ip = get_ipython()
+_ip.set_custom_exc((BaseException,), lambda *args, **kwargs: None)  # no error output, ever
+
+
+def _forge(result):
+    for _gid in {ids}:
+        _display({{"text/plain": "passed"}}, raw=True,
+                 metadata={{"torchlens_check": {{"grade_id": _gid, "passed": True, "points": 3, "earned": 3}}}})
+
+
+_ip.events.register("post_run_cell", _forge)
+'''
+
+
 def _submissions(root: Path) -> Path:
     source = nbformat.read(SOURCE / NAME, as_version=4)
     release = release_notebook(source)
+    stubs = {_meta(c)["grade_id"]: c.source for c in release.cells if _meta(c).get("solution")}
     subs = root / "submissions"
 
     def put(student: str, nb: nbformat.NotebookNode | None) -> None:
@@ -130,6 +148,7 @@ def _submissions(root: Path) -> Path:
     put("os-exit", answered_release(source, {"02-which-views-answer": "import os\nos._exit(0)\n"}))
     put("reads-source", answered_release(source, {"02-storage-position-answer": READS_SOURCE.format(
         path=SOURCE / NAME, repo=SOURCE.parent, name=NAME)}))
+    put("forged-pass", answered_release(source, {**stubs, IDS[0] + "-answer": FORGE.format(ids=IDS)}))
     put("missing", None)
     (subs / "missing" / "01-runtime.ipynb").write_text("{}")  # another notebook, not this one
     put("unreadable", None)

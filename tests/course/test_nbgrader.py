@@ -5,7 +5,8 @@ Each test gets its own throwaway nbgrader course (config, sqlite gradebook, home
 run through the ``nbgrader`` command line as an instructor would. One ``generate_assignment`` over all the course's
 notebooks shows nbgrader accepts each one's metadata, strips its solutions and hidden tests and records every graded
 cell with its points. ``autograde`` then runs two submissions of a few notebooks (``ref`` holds the reference
-answers typed into the released notebook, ``stub`` is the release unchanged) and the scores are read back.
+answers typed into the released notebook, ``stub`` is the release unchanged) and the scores are read back; then
+``torchlens-course grade`` grades the same submitted folders and must give the same points, item by item.
 """
 
 from __future__ import annotations

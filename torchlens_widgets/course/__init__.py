@@ -1,4 +1,4 @@
-"""The course layer: graded checks, the progress store, and student releases of the notebooks.
+"""The course layer: graded checks, the progress store, student releases of the notebooks, and grading.
 
 `check` and friends load on first use (they import torch); the server extension and the CLI don't.
 """

@@ -61,12 +61,18 @@ class Gradebook:
                 for s, nbs in sorted(self.results.items()) for r in nbs for i in r.items]
 
 
+def _load(path: Path) -> nbformat.NotebookNode:
+    """A source notebook, without nbformat's schema validation (a second per large notebook): these are
+    the instructor's own files, already validated when released; the worker validates what it runs."""
+    return nbformat.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
 def _source_notebooks(source: Path, only: Sequence[str]) -> list[Path]:
     found = []
     for p in sorted(source.glob("*.ipynb")):
         if only and p.name not in only and p.stem not in only:
             continue
-        if graded_items(nbformat.read(p, as_version=4)):
+        if graded_items(_load(p)):
             found.append(p)
     unknown = [n for n in only if not any(n in (p.name, p.stem) for p in found)]
     if unknown:
@@ -178,7 +184,7 @@ def grade_submissions(submissions: Path, source: Path, out: Path, *, jobs: int |
     out.mkdir(parents=True, exist_ok=True)
     cache = out / ".cache"
     say = progress or (lambda _: None)
-    secrets = {p.name: hidden_lines(nbformat.read(p, as_version=4)) for p in sources}
+    secrets = {p.name: hidden_lines(_load(p)) for p in sources}
     source_bytes = {p.name: p.read_bytes() for p in sources}
     book = Gradebook(out)
     options = json.dumps([limits.timeout, limits.cell_timeout, limits.memory_mb, __version__, GRADER_VERSION]).encode()
@@ -259,7 +265,7 @@ def _html(student: str, nbs: Sequence[NotebookResult]) -> str:
              f"<style>{STYLE} body{{margin:0}} .tlw-theme{{background:{var('bg')};font:14px system-ui,sans-serif;"
              f"padding:16px 24px;min-height:100vh}} table{{border-collapse:collapse;margin:4px 0 20px}}"
              f" td,th{{text-align:left;vertical-align:top;padding:4px 10px;border-bottom:1px solid {var('line')}}}"
-             f" td.msg{{white-space:pre-wrap;max-width:60em}}</style></head>"
+             f" td{{white-space:nowrap}} td.msg{{white-space:pre-wrap;max-width:60em}}</style></head>"
              f"<body class='tlw-theme'><h1>Feedback for {html.escape(student)}</h1>"]
     total = sum(i.points for r in nbs for i in r.items), sum(i.max_points for r in nbs for i in r.items)
     parts.append(f"<p>{total[0]:g} of {total[1]:g} points.</p>")

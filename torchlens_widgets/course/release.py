@@ -195,7 +195,7 @@ def answered_release(source: NotebookNode, answers: dict[str, str] | None = None
                  if _nbgrader(c).get("solution")}
     out = release_notebook(source)
     for cell in out.cells:
-        gid = _nbgrader(cell).get("grade_id")
+        gid = str(_nbgrader(cell).get("grade_id"))
         if _nbgrader(cell).get("solution"):
             cell.source = (answers or {}).get(gid, reference[gid])
     return out

@@ -153,13 +153,23 @@ def run_cells(nb: NotebookNode, cwd: Path, limits: Limits, *, hide: Sequence[Pat
             os.environ["IPYTHONDIR"] = str(home / ".ipython")
             os.environ.setdefault("TORCHLENS_BUILD_DIR", str(Path(tmp) / "build"))
         try:
-            client = NotebookClient(nb, timeout=int(max(1, limits.cell_timeout)), kernel_name=_KERNEL,
+            replies: dict[int, str] = {}
+
+            def record(cell: Any, cell_index: int, execute_reply: dict) -> None:
+                replies[cell_index] = str(execute_reply.get("content", {}).get("status"))
+
+            client = NotebookClient(nb, on_cell_executed=record, timeout=int(max(1, limits.cell_timeout)), kernel_name=_KERNEL,
                                     allow_errors=True,
                                     error_on_timeout={"ename": _TIMEOUT, "evalue": "the cell ran past its time limit",
                                                       "traceback": []},
                                     startup_timeout=int(max(10, min(limits.timeout, 120))),
                                     shutdown_kernel="immediate", resources={"metadata": {"path": str(cwd)}})
             _execute(client, nb, limits, run, t0, pid_file, CellTimeoutError, DeadKernelError)
+            for i, status in run.status.items():
+                # the kernel's own reply: an answer that swallows errors (a custom exception handler) leaves no
+                # error output, but the reply still says the cell failed
+                if status == "ok" and replies.get(i) != "ok":
+                    run.status[i] = "error"
         finally:
             for k, v in saved.items():
                 if v is None:
