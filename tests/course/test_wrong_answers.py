@@ -1,4 +1,5 @@
-"""Every exercise's checks reject its wrong answers (mistakes and gaming attempts) and pass the reference."""
+"""Every exercise's checks fail on its released stub, reject its wrong answers (mistakes and gaming attempts), never
+quote a hidden test in their feedback, and pass the reference."""
 
 from __future__ import annotations
 
@@ -40,7 +41,12 @@ def test_wrong_answers_fail_and_the_reference_passes(path: Path) -> None:
     wrong = wrong_answers_for(path)
     if not wrong:
         pytest.fail(f"no wrong answers for {path.name} (tests/course/wrong_answers/nb{path.name[:2]}.py)")
-    outcomes, reference = run_wrong_answers(path, wrong)
+    stubs: list = []
+    outcomes, reference = run_wrong_answers(path, wrong, stubs=stubs)
+    ids = _graded_ids(path)
+    assert [o.grade_id for o in stubs] == ids, f"every exercise's stub must be run: {[o.grade_id for o in stubs]} != {ids}"
+    not_failed = {o.grade_id: f"{o.answer_error}: {o.feedback[:300]}" for o in stubs if not o.failed_with_feedback}
+    assert not not_failed, f"checks that passed or crashed on their released stub: {not_failed}"
     passed_wrongly = [
         f"{o.grade_id} / {o.name}: " + (f"answer cell raised {o.answer_error}; " if o.answer_error else "")
         + ("the check passed" if "passed" in o.feedback and "✗" not in o.feedback else "wrong failure reason")
@@ -51,7 +57,7 @@ def test_wrong_answers_fail_and_the_reference_passes(path: Path) -> None:
     import nbformat
 
     secret = [line for line in hidden_lines(nbformat.read(path, as_version=4)) if len(line) >= 8]
-    leaked = [f"{o.grade_id} / {o.name}: {line}" for o in outcomes for line in secret if line in o.feedback]
+    leaked = [f"{o.grade_id} / {o.name}: {line}" for o in outcomes + stubs for line in secret if line in o.feedback]
     assert not leaked, "feedback quotes a hidden test (the grader would show it to the student):\n" + "\n".join(leaked)
     bad_reference = {gid: text for gid, text in reference.items() if text.startswith("FAILED")}
     assert not bad_reference, f"the reference answer failed after the wrong answers: {bad_reference}"

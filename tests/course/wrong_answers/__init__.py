@@ -5,6 +5,9 @@ the mistakes a learner would plausibly make and at least one attempt to game the
 runs the source notebook once in a kernel, then for every wrong answer restores the namespace, runs the
 wrong code in place of the solution cell and the full test cell (hidden tests included), and requires
 the check's own failure feedback; afterwards the reference answer must pass in the same kernel.
+
+On the way through the source notebook, each exercise's released stub runs first, where the learner
+finds it (its names not yet defined), followed by the full test cell: every check must fail on its stub.
 """
 
 from __future__ import annotations
@@ -79,11 +82,17 @@ def _text(outputs: list[Any]) -> tuple[str, str | None]:
     return "\n".join(shown), error
 
 
-def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: int = 300) -> tuple[list[Outcome], dict[str, str]]:
-    """Run every wrong answer of `wrong` against `notebook`'s checks; returns outcomes and the reference's feedback."""
+def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: int = 300,
+                      stubs: list[Outcome] | None = None) -> tuple[list[Outcome], dict[str, str]]:
+    """Run every wrong answer of `wrong` against `notebook`'s checks; returns outcomes and the reference's feedback.
+    Each check's run on its released stub is appended to `stubs` (when given)."""
     from nbclient import NotebookClient
 
+    from torchlens_widgets.course.release import release_notebook
+
     nb = nbformat.read(notebook, as_version=4)
+    released = {c.metadata["nbgrader"]["grade_id"]: c.source for c in release_notebook(nb).cells
+                if c.metadata.get("nbgrader", {}).get("solution")}
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): i for i, c in enumerate(nb.cells)}
     client = NotebookClient(
         nb, timeout=timeout, kernel_name="python3", allow_errors=True,
@@ -106,6 +115,14 @@ def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: in
     # the kernel's passes go to a throwaway store, also when this runs outside pytest
     with progress_redirected(), client.setup_kernel():
         for i, cell in enumerate(nb.cells[:scratch]):
+            meta = cell.metadata.get("nbgrader", {})
+            follows = nb.cells[i + 1].metadata.get("nbgrader", {}) if i + 1 < scratch else {}
+            if stubs is not None and meta.get("solution") and follows.get("grade") and not follows.get("solution"):
+                test_id = follows["grade_id"]
+                run(released[meta["grade_id"]])  # the stub, where the learner meets it (it may raise)
+                shown, error = run(nb.cells[i + 1].source)
+                stubs.append(Outcome(test_id, "the released stub", error == "CheckFailed" and f"✗ {test_id} failed" in shown,
+                                     shown, error))
             if cell.cell_type == "code":
                 client.execute_cell(cell, i)
                 _, err = _text(cell.outputs)
