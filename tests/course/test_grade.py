@@ -2,7 +2,7 @@
 
 The submissions are made from notebook 02's release: full marks, blank, edited / deleted / re-typed / moved test
 cells, an infinite loop, a memory bomb, ``os._exit``, a cell that reads the instructor's source, a missing and
-an unreadable notebook, and a progress file claiming every pass. One grading run (two at a time) serves every
+an unreadable notebook, a progress file claiming every pass, and forged passes. One grading run (two at a time) serves every
 test here; a second run with nothing changed must reuse every result.
 """
 
@@ -34,10 +34,9 @@ LIMITS = Limits(timeout=240, cell_timeout=20, memory_mb=1500)
 ALL_PASS = dict.fromkeys(IDS, "passed")
 EXPECTED = {
     "full": ALL_PASS,
-    "blank": dict.fromkeys(IDS, "failed"),
+    "blank": dict.fromkeys(IDS, "failed"),  # the release unchanged, beside a progress file claiming every pass
     "edited-tests": dict.fromkeys(IDS, "failed"),  # stubs, with every test cell rewritten to print a pass
-    "deleted-tests": ALL_PASS,  # the reference answers with every test cell deleted: the tests come back
-    "moved-tests": ALL_PASS,  # every test cell moved to the top, above the answers it tests
+    "deleted-moved-tests": ALL_PASS,  # reference answers; two test cells deleted, the others moved to the top
     "retyped-split": ALL_PASS,  # test cells re-typed without metadata and faked; answer cells split in two
     "infinite-loop": {**ALL_PASS, "02-storage-position": "timeout"},
     "memory-bomb": {**ALL_PASS, "02-my-transpose": "out-of-memory", "02-reshape-as-view": "out-of-memory"},
@@ -46,7 +45,6 @@ EXPECTED = {
     "reads-source": {**ALL_PASS, "02-storage-position": "failed"},
     "missing": dict.fromkeys(IDS, "missing"),
     "unreadable": dict.fromkeys(IDS, "missing"),
-    "claims-progress": dict.fromkeys(IDS, "failed"),
     "forged-pass": dict.fromkeys(IDS, "failed"),  # stubs; errors swallowed and a pass displayed after every cell
 }
 
@@ -116,13 +114,10 @@ def _submissions(root: Path) -> Path:
         if _is_test(cell):
             cell.source = 'print("all tests passed")'
     put("edited-tests", edited)
-    deleted = answered_release(source)
-    deleted.cells = [c for c in deleted.cells if not _is_test(c)]
-    put("deleted-tests", deleted)
     moved = answered_release(source)
-    tests = [c for c in moved.cells if _is_test(c)]
+    tests = [c for c in moved.cells if _is_test(c)][2:]  # the first two deleted, the rest above every answer
     moved.cells = tests + [c for c in moved.cells if not _is_test(c)]
-    put("moved-tests", moved)
+    put("deleted-moved-tests", moved)
     retyped = answered_release(source)
     cells = []
     for cell in retyped.cells:
@@ -153,9 +148,8 @@ def _submissions(root: Path) -> Path:
     (subs / "missing" / "01-runtime.ipynb").write_text("{}")  # another notebook, not this one
     put("unreadable", None)
     (subs / "unreadable" / NAME).write_text('{"cells": [ this is not JSON')
-    put("claims-progress", release)
     claim = {"version": 1, "passed": {gid: {"points": POINTS[gid], "max_points": POINTS[gid]} for gid in IDS}}
-    (subs / "claims-progress" / "progress.json").write_text(json.dumps(claim))
+    (subs / "blank" / "progress.json").write_text(json.dumps(claim))
     return subs
 
 

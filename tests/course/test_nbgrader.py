@@ -28,11 +28,12 @@ NBGRADER = Path(sys.executable).parent / "nbgrader"
 ASSIGNMENT = "ps"
 COURSE_ID = "torchlens"
 STUDENTS = ("ref", "stub")
-# Autograded here (each runs its notebook twice, 25-110 s): a pure-Python notebook, one with autograd Functions, one
-# that builds C++ and compiles (its reference only), and one of issue 12's. Every other notebook is generated (above);
-# its reference, hidden tests included, passes in test_wrong_answers.py and nbval, and its stubs fail every check in
-# test_notebook_stubs.py. That keeps CI under its 30 minutes with twenty notebooks.
-AUTOGRADED = ("01-", "06-", "11-", "14-")
+# Autograded here, by nbgrader and by torchlens-course grade (each runs its notebook four times, 25-110 s): a
+# pure-Python notebook, one that builds C++ and compiles (its reference only), and one of issue 12's. Every other
+# notebook is generated (above); its reference, hidden tests included, passes in test_wrong_answers.py and nbval, and
+# every check fails on its stub there. That keeps CI under its 30 minutes with twenty notebooks;
+# benchmarks/bench_grading.py compares the two graders' points on any set of notebooks.
+AUTOGRADED = ("01-", "11-", "14-")
 REFERENCE_ONLY = ("11-",)
 SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 

@@ -60,9 +60,6 @@ WRONG = {
   for (int64_t i = 0; i < x.numel(); ++i) p[i] = p[i] > 0.f ? p[i] : 0.f;
   return x;"""), "must stay unchanged"),
         Wrong("calls at::relu", _relu("  return at::relu(x);", "#include <ATen/ops/relu.h>"), "aten::relu", gaming=True),
-        Wrong("clamp_min on a copy", _relu("  return x.clone().clamp_min_(0);", "#include <ATen/ops/clamp_min.h>"),
-              "aten::clamp_min", gaming=True),
-        Wrong("a compile error", _relu("  at::Tensor xc = x.contiguous()\n" + _RELU_LOOP), "did not compile"),
         Wrong("reads one element even from an empty input", _relu("  at::Tensor xc = x.contiguous();" + _RELU_LOOP.replace(
             "i < xc.numel()", "i < 1")), "crashed the build process on its first call"),
     ],
@@ -73,14 +70,9 @@ WRONG = {
         Wrong("messages that do not say what was expected", _scale(_ALL_CHECKS.replace(
             "expected float32", "bad input").replace("expected a CPU tensor", "bad input").replace(
             "expected a contiguous tensor", "bad input")), "does not say"),
-        Wrong("too strict: 2-D only", _scale(_ALL_CHECKS + '\n  TORCH_CHECK(x.dim() == 2, "scale: expected 2-D");'),
-              "expected 2-D"),
         Wrong("fitted to the visible inputs: refuses every 1-D tensor", _scale(
             '  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.device().is_cpu() && x.is_contiguous(), '
             '"scale: expected float32 on the CPU, contiguous");'), "expected float32 on the CPU, contiguous", gaming=True),
-        Wrong("device check by comparing to meta only", _scale(_ALL_CHECKS.replace(
-            "x.device().is_cpu()", "!x.is_meta()").replace("x.scalar_type() == at::kFloat", "x.scalar_type() != at::kLong")),
-              "a float64 tensor"),
     ],
     "09-row-max": [
         Wrong("calls amax", _rowmax("  return x.amax(1);", "#include <ATen/ops/amax.h>"), "aten::amax", gaming=True),
@@ -98,8 +90,5 @@ WRONG = {
               "values differ"),
         Wrong("column maxima", _rowmax(_ROWMAX_LOOP.replace("x.size(0), cols = x.size(1)", "x.size(1), cols = x.size(0)")
               .replace("a[i][j]", "a[j][i]")), "row_max(a 5x7 tensor)"),
-        Wrong("keeps shape (rows, 1)", _rowmax(_ROWMAX_LOOP.replace("at::empty({rows}", "at::empty({rows, 1}").replace(
-            "out.accessor<float, 1>()", "out.accessor<float, 2>()").replace("o[i] = m;", "o[i][0] = m;")),
-              "row_max(a 5x7 tensor)"),
     ],
 }

@@ -63,24 +63,12 @@ where = ["src"]
 WRONG = {
     "19-test-suite": [
         Wrong("opcheck only", _suite(_OPCHECK), "your suite passes an op that computes a*x - y"),
-        Wrong("opcheck without requires_grad inputs", _suite("""
-def test_registration(op):
-    torch.library.opcheck(op, (torch.randn(3, 4), torch.randn(3, 4), 1.5))
-""" + _VALUES), "your suite passes an op that has no autograd formula"),
-        Wrong("values against the wrong formula", _suite(_OPCHECK + """
-def test_values(op):
-    x, y = torch.randn(3, 4), torch.randn(3, 4)
-    torch.testing.assert_close(op(x, y, 1.5), 2.0 * x + y)
-"""), "your suite fails a correct scale_add"),
         Wrong("opcheck and contiguous values only: misses the gradient", _suite(_OPCHECK + _VALUES),
               "your suite passes an op that registers a gradient that forgets a"),
         Wrong("a test that always passes", _suite("def test_ok(op):\n    assert op is not None\n"),
               "your suite passes an op that has no fake kernel", gaming=True),
-        Wrong("every test skipped", _suite("def test_later(op):\n    pytest.skip('later')\n"),
-              "no test of your suite passed", gaming=True),
         Wrong("ends the test process before pytest reports", _suite("import os\nos._exit(0)\n"),
               "ended before pytest could report", gaming=True),
-        Wrong("no tests at all", _suite("HELPERS = 1\n"), "pytest found no tests"),
     ],
     "19-compat-matrix": [
         Wrong("python tags compared as text", _breaks(_TORCH_OK + _REST + """    py, abi = built["python"].split("-")
