@@ -21,7 +21,7 @@ import nbformat
 from .assemble import assemble, graded_items
 from .runner import Limits, Run, run_cells
 
-__all__ = ["ItemResult", "NotebookResult", "STATUSES", "grade_notebook", "read_results"]
+__all__ = ["ItemResult", "NotebookResult", "STATUSES", "cell_error", "check_report", "grade_notebook", "read_results"]
 
 STATUSES = ("passed", "failed", "timeout", "out-of-memory", "kernel died", "missing")
 _MESSAGE_CHARS = 600
@@ -57,7 +57,7 @@ class NotebookResult:
         return cls(**{**d, "items": [ItemResult(**i) for i in d["items"]]})
 
 
-def _reported(cell: Any, grade_id: str) -> dict[str, Any] | None:
+def check_report(cell: Any, grade_id: str) -> dict[str, Any] | None:
     """The last result the check attached to its display (metadata "torchlens_check") in this cell."""
     found = None
     for o in cell.get("outputs", []):
@@ -67,7 +67,8 @@ def _reported(cell: Any, grade_id: str) -> dict[str, Any] | None:
     return found
 
 
-def _error(cell: Any) -> tuple[str, str] | None:
+def cell_error(cell: Any) -> tuple[str, str] | None:
+    """The first error output of a cell: (exception name, message), or None."""
     for o in cell.get("outputs", []):
         if o.get("output_type") == "error":
             return str(o.get("ename", "")), str(o.get("evalue", ""))
@@ -91,8 +92,8 @@ def read_results(nb: Any, cells: dict[str, int], points: dict[str, float], run: 
     for gid, index in cells.items():
         cell = nb.cells[index]
         status = run.status.get(index, "not run")
-        said = _reported(cell, gid)
-        err = _error(cell)
+        said = check_report(cell, gid)
+        err = cell_error(cell)
         if status == "ok" and said is not None and said.get("passed") is True:
             result, message = "passed", "passed"
         elif status in ("ok", "error"):

@@ -16,6 +16,7 @@ from typing import Any
 import nbformat
 
 from .execute import progress_redirected
+from .grading import cell_error, check_report
 from .markers import HIDDEN_PLACEHOLDER
 from .progress import ProgressStore
 from .runner import Limits, run_cells
@@ -43,25 +44,6 @@ def _test_cells(nb: Any) -> list[tuple[int, str, float]]:
     return out
 
 
-def _reported(cell: Any, grade_id: str) -> dict[str, Any] | None:
-    """The last result the check attached to its display (metadata "torchlens_check"), if any.
-
-    The check displays its result after the learner's code ran, so the last one is the check's own."""
-    found = None
-    for o in cell.get("outputs", []):
-        meta = o.get("metadata", {}).get("torchlens_check") if o.get("output_type") == "display_data" else None
-        if isinstance(meta, dict) and meta.get("grade_id") == grade_id:
-            found = meta
-    return found
-
-
-def _error(cell: Any) -> tuple[str, str] | None:
-    for o in cell.get("outputs", []):
-        if o.get("output_type") == "error":
-            return str(o.get("ename", "")), str(o.get("evalue", ""))
-    return None
-
-
 def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout: float = 60.0,
                       kernel_name: str = "python3", pid_file: Path | None = None) -> dict[str, Any]:
     """Run `path` (not saved back) and report its visible checks; `timeout` bounds the whole run, kernel
@@ -80,8 +62,8 @@ def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout:
     checks = []
     for i, gid, pts in tests:
         entry = passed.get(gid)
-        err = _error(nb.cells[i])
-        said = _reported(nb.cells[i], gid)
+        err = cell_error(nb.cells[i])
+        said = check_report(nb.cells[i], gid)
         if said is not None and i in ran and err is None and said.get("passed") is True:
             status, message = "passed", ("visible tests passed" if hidden or said.get("scope") == "visible"
                                          else "passed")
