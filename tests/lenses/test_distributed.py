@@ -224,6 +224,43 @@ def test_hooked_dp_step_matches_ddp_and_counts_what_went_through_all_reduce(no_l
             assert it == {"max_diff": 0.0, "ratio": 1.0, "missing": [], "calls": 6, "bytes": res["param_bytes"]}
 
 
+_CAPSTONE = """
+def define_fused_op(name):
+    @torch.library.custom_op(name, mutates_args=())
+    def gelu_gate(u: Tensor, v: Tensor) -> Tensor:
+        return F.gelu(u).mul_(v)
+
+    gelu_gate.register_fake(lambda u, v: torch.empty_like(u))
+    gelu_gate.register_autograd(
+        lambda ctx, g: (torch.ops.aten.gelu_backward(g * ctx.saved_tensors[1], ctx.saved_tensors[0]),
+                        F.gelu(ctx.saved_tensors[0]) * g),
+        setup_context=lambda ctx, inputs, output: ctx.save_for_backward(*inputs))
+    return gelu_gate
+
+
+def average_gradients(model, all_reduce, world_size):
+    grads = [p.grad for p in model.parameters()]
+    flat = torch.cat([g.flatten() for g in grads])
+    all_reduce(flat)
+    flat /= world_size
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
+"""
+
+
+def test_capstone_dp_step_matches_ddp_with_one_all_reduce_per_iteration(no_leftovers: None) -> None:
+    trace = run_ranks(f"{S}:capstone_dp_step", timeout=60, kwargs={"source": _CAPSTONE, "sizes": [5, 12], "batch": 3})
+    for rank in trace.ranks:
+        res = rank.result
+        assert res["params"] == 6 and res["param_bytes"] == 4 * (2 * (5 * 12 + 12) + 12 * 5 + 5)
+        assert res["op_calls"] == 2 and res["direct_calls"] == 0 and len(res["iterations"]) == 2
+        for it in res["iterations"]:
+            assert it["calls"] == 1 and it["bytes"] == res["param_bytes"] and not it["missing"]
+            assert it["max_diff"] <= 1e-6 * res["max_grad"] and abs(it["ratio"] - 1) < 1e-5
+
+
 def test_hooked_dp_step_reports_a_learners_error_with_its_line(no_leftovers: None) -> None:
     source = "def sync_gradients(model, all_reduce, world_size):\n    x = 1\n    return undefined_helper(model)\n"
     with pytest.raises(RankFailed) as info:
@@ -231,3 +268,18 @@ def test_hooked_dp_step_reports_a_learners_error_with_its_line(no_leftovers: Non
     e = info.value
     assert e.exc_type == "NameError" and "undefined_helper" in e.message
     assert 'File "<your answer>", line 3, in sync_gradients' in e.traceback
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_free_heap_goes_back_to_the_os_before_the_ranks_start() -> None:
+    import psutil
+
+    from torchlens_widgets.lenses.distributed import _give_back_free_memory
+
+    me = psutil.Process()
+    chunks = [bytearray(64 * 1024) for _ in range(1500)]   # ~94 MiB below glibc's mmap threshold: on the heap
+    del chunks[:-1]                                          # freed, but the last chunk pins the top of the heap
+    before = me.memory_info().rss
+    _give_back_free_memory()
+    assert me.memory_info().rss <= before - 32 * 2**20   # glibc: most of the 94 MiB leaves the process
+

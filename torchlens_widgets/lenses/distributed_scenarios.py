@@ -5,6 +5,8 @@ process, tiny (a 4-layer MLP, 8 samples) and deterministic (same seed on every r
 - `fsdp_step`: FSDP2 (`fully_shard` on each Linear and on the root) over a CPU device mesh.
 - `manual_dp_step`: data parallel by hand: backward, then one all_reduce per gradient.
 - `hooked_dp_step`: grades a learner's gradient-hook data parallelism against DDP (notebook 18's exercise).
+- `capstone_dp_step`: grades a learner's fused operator and one-bucket gradient averaging on the capstone's
+  gated block against DDP on the original block (notebook 20's exercise).
 - `raising_step` / `hanging_step`: one rank fails or never arrives, to show what the lens does about it.
 """
 
@@ -15,7 +17,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["ddp_step", "fsdp_step", "hanging_step", "hooked_dp_step", "manual_dp_step", "mlp", "raising_step"]
+__all__ = ["capstone_dp_step", "ddp_step", "fsdp_step", "hanging_step", "hooked_dp_step", "manual_dp_step", "mlp", "raising_step"]
 
 SIZES = (16, 32, 32, 32, 4)
 
@@ -158,6 +160,22 @@ def _max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return max((abs(x - y) for x, y in zip(xs, ys, strict=True)), default=0.0)
 
 
+
+def _iteration(names: list[str], params: list[Any], want: list[Any], state: dict[str, Any]) -> dict[str, Any]:
+    """One iteration of a learner's data parallelism against DDP's gradients `want`: how far off, what was left
+    without a gradient, and the all_reduce calls and bytes `state` counted."""
+    missing = [n for n, p in zip(names, params, strict=True) if p.grad is None]
+    diffs = [_max_abs_diff(p.grad, w) for p, w in zip(params, want, strict=True) if p.grad is not None]
+    mine = sum(_abs_sum(p.grad) for p in params if p.grad is not None)
+    theirs = sum(_abs_sum(w) for w in want)
+    return {"max_diff": max(diffs, default=0.0), "ratio": mine / theirs if theirs else 0.0,
+            "missing": missing, "calls": state["calls"], "bytes": state["bytes"]}
+
+
+def _sizes(params: list[Any], want: list[list[Any]]) -> dict[str, Any]:
+    return {"param_bytes": sum(p.nbytes for p in params), "params": len(params),
+            "max_grad": max(max(abs(x) for x in _TOLIST(w.double().flatten())) for w in want[0])}
+
 def _abs_sum(a: torch.Tensor) -> float:
     return sum(abs(x) for x in _TOLIST(a.detach().double().flatten()))
 
@@ -232,16 +250,87 @@ def hooked_dp_step(rec: Any, *, source: str, name: str, sizes: list[int] | None 
                 loss.backward()
             finally:
                 state["in_backward"] = False
-            missing = [n for n, p in zip(names, params, strict=True) if p.grad is None]
-            diffs = [_max_abs_diff(p.grad, w) for p, w in zip(params, want[i], strict=True) if p.grad is not None]
-            mine = sum(_abs_sum(p.grad) for p in params if p.grad is not None)
-            theirs = sum(_abs_sum(w) for w in want[i])
-            its.append({"max_diff": max(diffs, default=0.0), "ratio": mine / theirs if theirs else 0.0,
-                        "missing": missing, "calls": state["calls"], "bytes": state["bytes"]})
+            its.append(_iteration(names, params, want[i], state))
     finally:
         for mod, attr, orig in saved:
             setattr(mod, attr, orig)
-    return {"iterations": its, "param_bytes": sum(p.nbytes for p in params), "params": len(params),
-            "max_grad": max(max(abs(x) for x in _TOLIST(w.double().flatten())) for w in want[0]),
+    return {"iterations": its, **_sizes(params, want),
             "same_params": same_params, "same_forward": same_forward, "outside_calls": state["outside"],
             "direct_calls": state["direct"]}
+
+
+def capstone_dp_step(rec: Any, *, source: str, op_name: str = "define_fused_op",
+                     sync_name: str = "average_gradients", sizes: list[int] | None = None, batch: int = 8,
+                     seed: int = 0, iterations: int = 2) -> dict[str, Any]:
+    """Grade the capstone's data-parallel stage (exercise 20-data-parallel). Runs DDP on the original
+    `capstone.GatedBlock` (d, h = `sizes`) over this rank's batches first, before any learner code; then execs
+    `source` (the learner's `define_fused_op(name)` and `average_gradients(model, all_reduce, world_size)`) in a
+    fresh namespace holding `torch`, `F` and `Tensor`, registers the operator under a namespace of this process,
+    builds the same block with it as the activation and, for each iteration, runs forward and backward, then
+    calls `average_gradients` once. Returns per iteration the largest |grad - DDP grad|, the ratio of summed
+    |grad|, parameters without a gradient, and the all_reduce calls and bytes made by that call; plus whether
+    the forward used the operator, and collectives called on torch.distributed directly."""
+    import os
+
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from .capstone import GatedBlock
+
+    d, h = (int(sizes[0]), int(sizes[1])) if sizes else (8, 32)
+    reduce_sum = dist.all_reduce
+
+    def data(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = torch.Generator().manual_seed(1000 * rec.rank + i)
+        return torch.randn(batch, d, generator=g), torch.randn(batch, d, generator=g)
+
+    # 1. the reference: DDP on the original block, before any learner code runs in this process
+    reference = GatedBlock(d, h, seed=seed)
+    ddp = DDP(reference)
+    want = []
+    for i in range(iterations):
+        ddp.zero_grad(set_to_none=True)
+        x, y = data(i)
+        F.mse_loss(ddp(x), y).backward()
+        want.append([p.grad.detach().clone() for p in reference.parameters() if p.grad is not None])
+    del ddp
+    state = {"calls": 0, "bytes": 0, "direct": 0, "op_calls": 0}
+
+    def all_reduce(tensor: Any) -> None:
+        """Sum `tensor` in place over all ranks (every rank must call it with a tensor of the same shape)."""
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"all_reduce takes a tensor, got {type(tensor).__name__}")
+        state["calls"] += 1
+        state["bytes"] += tensor.numel() * tensor.element_size()
+        reduce_sum(tensor)
+
+    saved = _patch_direct(state)
+    try:
+        namespace: dict[str, Any] = {"__name__": "your_answer", "torch": torch, "F": F, "Tensor": torch.Tensor}
+        exec(compile(source, "<your answer>", "exec"), namespace)
+        for name in (op_name, sync_name):
+            if not callable(namespace.get(name)):
+                raise NameError(f"the source defines no function named {name!r}")
+        op = namespace[op_name](f"tlw_rank{rec.rank}_{os.getpid()}::gelu_gate")
+
+        def counted(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            state["op_calls"] += 1
+            return op(u, v)
+
+        model = GatedBlock(d, h, act=counted, seed=seed)
+        names = [n for n, _ in model.named_parameters()]
+        params = list(model.parameters())
+        its = []
+        for i in range(iterations):
+            model.zero_grad(set_to_none=True)
+            x, y = data(i)
+            F.mse_loss(model(x), y).backward()
+            state["calls"] = state["bytes"] = 0
+            namespace[sync_name](model, all_reduce, dist.get_world_size())
+            its.append(_iteration(names, params, want[i], state))
+    finally:
+        for mod, attr, orig in saved:
+            setattr(mod, attr, orig)
+    return {"iterations": its, **_sizes(params, want),
+            "op_calls": state["op_calls"], "direct_calls": state["direct"]}
