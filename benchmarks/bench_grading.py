@@ -84,7 +84,7 @@ def main() -> None:
         rerun = time.perf_counter() - t0
         assert again.graded == 0 and again.reused == n
         print(f"re-run, nothing changed:        {rerun:7.2f} s (target ≤ 5 s)")
-        points = {s: sum(i.points for r in book.results[s] for i in r.items) for s in students}
+        points = {(s, r.notebook): sum(i.points for i in r.items) for s in students for r in book.results[s]}
 
         if not args.skip_nbgrader:
             root, env = _nbgrader_course(tmp, notebooks, students, subs)
@@ -97,9 +97,10 @@ def main() -> None:
             from nbgrader.api import Gradebook
 
             with Gradebook(f"sqlite:///{tmp / 'gb.db'}", "bench") as gb:
-                nbg = {s: sum(gb.find_submission_notebook(p.stem, "ps", s).score for p in notebooks) for s in students}
-            same = all(abs(points[s] - nbg[s]) < 1e-9 for s in students)
-            print(f"same points per student as nbgrader: {same}")
+                nbg = {(s, p.name): gb.find_submission_notebook(p.stem, "ps", s).score for s in students for p in notebooks}
+            differ = {k: (points[k], nbg[k]) for k in points if abs(points[k] - nbg[k]) > 1e-9}
+            print(f"same points as nbgrader for {len(points) - len(differ)} of {len(points)} (student, notebook) pairs"
+                  + "".join(f"\n  {s} {nb}: ours {a:g}, nbgrader {b:g}" for (s, nb), (a, b) in sorted(differ.items())))
 
 
 if __name__ == "__main__":
