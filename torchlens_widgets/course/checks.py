@@ -673,7 +673,7 @@ def _protect_lazy_lenses() -> None:
     package = __name__.rsplit(".", 2)[0]
     for name in _LAZY_LENSES:
         module = sys.modules.get(f"{package}.lenses.{name}")
-        if module is not None and module.__name__ not in integrity._OWNERS:
+        if module is not None and not integrity.protected(module.__name__):
             integrity.protect(module.__name__, module)
 
 

@@ -32,7 +32,7 @@ from .. import __version__
 from ..render.theme import STYLE, var
 from .assemble import graded_items, hidden_lines
 from .grading import ItemResult, NotebookResult, missing
-from .runner import Limits
+from .runner import Limits, kill_tree
 
 __all__ = ["GradeError", "Gradebook", "grade_submissions"]
 
@@ -142,18 +142,14 @@ def _run_worker(source: Path, submission: Path | None, limits: Limits, hide: Seq
 
 
 def _kill_worker(proc: subprocess.Popen, pid_file: Path) -> None:
-    from .runner import _kill, _tree
-
-    pids = _tree(proc.pid)
+    """The worker, its process group and its kernel (which jupyter_client starts in a session of its own)."""
+    kill_tree(proc.pid)
     if pid_file.is_file() and pid_file.read_text().strip().isdigit():
-        pids += _tree(int(pid_file.read_text()))
-    with_group = [proc.pid]
-    _kill(pids)
-    for p in with_group:
-        try:
-            os.killpg(p, signal.SIGKILL)
-        except OSError:
-            pass
+        kill_tree(int(pid_file.read_text()))
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
     proc.wait()
 
 

@@ -109,6 +109,11 @@ _BUILTINS = {
 _SNAPSHOT["builtins"] = {k: v for k, v in _SNAPSHOT["builtins"].items() if k in _BUILTINS}
 
 
+def protected(label: str) -> bool:
+    """True once `protect(label, ...)` has taken its snapshot."""
+    return label in _OWNERS
+
+
 def protect(label: str, owner: Any) -> None:
     """Also watch `owner`'s callables from now on; for a module, the methods of its classes too."""
     _OWNERS[label] = owner

@@ -25,7 +25,7 @@ from nbformat import NotebookNode
 from . import sandbox
 from .execute import progress_redirected
 
-__all__ = ["Limits", "Run", "run_cells"]
+__all__ = ["Limits", "Run", "kill_tree", "run_cells"]
 
 _KERNEL = "torchlens-grader"
 _GRACE_S = 3.0  # how long a cell interrupted at the run's time limit has to stop before the kernel is killed
@@ -85,6 +85,11 @@ def _rss_mb(pids: Sequence[int]) -> float:
     return total * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def kill_tree(pid: int) -> None:
+    """SIGKILL `pid` and every process below it."""
+    _kill(_tree(pid))
+
+
 def _kill(pids: Sequence[int]) -> None:
     for p in pids:
         try:
@@ -117,7 +122,7 @@ class _Watch(threading.Thread):
             elif time.monotonic() > self.deadline:
                 self.killed = "timeout"
             if self.killed:
-                _kill(_tree(self.pid))
+                kill_tree(self.pid)
                 return
 
 
@@ -136,7 +141,6 @@ def run_cells(nb: NotebookNode, cwd: Path, limits: Limits, *, hide: Sequence[Pat
     Folders in `hide` are covered inside the kernel's mount namespace when the machine allows it
     (`Run.sandboxed` says whether it did). `own_home=False` keeps the user's home (and its build cache)."""
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     run = Run()
     t0 = time.monotonic()
@@ -164,7 +168,7 @@ def run_cells(nb: NotebookNode, cwd: Path, limits: Limits, *, hide: Sequence[Pat
                                                       "traceback": []},
                                     startup_timeout=int(max(10, min(limits.timeout, 120))),
                                     shutdown_kernel="immediate", resources={"metadata": {"path": str(cwd)}})
-            _execute(client, nb, limits, run, t0, pid_file, CellTimeoutError, DeadKernelError)
+            _execute(client, nb, limits, run, t0, pid_file)
             for i, status in run.status.items():
                 # the kernel's own reply: an answer that swallows errors (a custom exception handler) leaves no
                 # error output, but the reply still says the cell failed
@@ -180,8 +184,9 @@ def run_cells(nb: NotebookNode, cwd: Path, limits: Limits, *, hide: Sequence[Pat
     return run
 
 
-def _execute(client: Any, nb: NotebookNode, limits: Limits, run: Run, t0: float, pid_file: Path | None,
-             CellTimeoutError: type[Exception], DeadKernelError: type[Exception]) -> None:
+def _execute(client: Any, nb: NotebookNode, limits: Limits, run: Run, t0: float, pid_file: Path | None) -> None:
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
     codes = [i for i, c in enumerate(nb.cells) if c.get("cell_type") == "code"]
     try:
         client_context = client.setup_kernel()
@@ -237,4 +242,4 @@ def _execute(client: Any, nb: NotebookNode, limits: Limits, run: Run, t0: float,
         except Exception:
             pass
         if isinstance(pid, int):
-            _kill(_tree(pid))  # what the kernel started and left behind
+            kill_tree(pid)  # what the kernel started and left behind
