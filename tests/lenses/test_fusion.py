@@ -7,10 +7,13 @@ import torch
 
 from torchlens_widgets.lenses.fusion import (
     FusionError,
+    MemoryAccess,
     eager_traffic,
     fused_traffic,
     fusion_report,
+    memory_accesses,
     time_pair,
+    vector_isa,
 )
 
 F32 = 4
@@ -171,3 +174,48 @@ def test_time_all_is_round_robin():
     assert calls == [0, 1, 2] * 3 and len(ms) == 3 and all(m >= 0 for m in ms)
     with pytest.raises(FusionError, match="at least one"):
         time_all()
+
+
+# Inductor's generated lines for one load and one store, as three CPUs get them (torch 2.13)
+AVX512 = """auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x1 + 1024L*x0), static_cast<int64_t>(16));
+auto tmp1 = at::vec::Vectorized<float>::loadu(in_ptr1 + static_cast<int64_t>(x1), static_cast<int64_t>(16));
+tmp6.store(out_ptr0 + static_cast<int64_t>(x1 + 1024L*x0));"""
+AVX2 = AVX512.replace("(16)", "(8)")
+SCALAR = """auto tmp0 = in_ptr0[static_cast<int64_t>(x1 + 1024L*x0)];
+auto tmp1 = in_ptr1[static_cast<int64_t>(x1)];
+out_ptr0[static_cast<int64_t>(x1 + 1024L*x0)] = tmp6;"""
+
+
+@pytest.mark.parametrize(("source", "lanes"), [(AVX512, 16), (AVX2, 8), (SCALAR, None)])
+def test_memory_accesses_read_any_vector_width(source, lanes):
+    found = memory_accesses(source, lanes)
+    assert [(a.kind, a.pointer, a.index, a.lanes) for a in found] == [
+        ("load", "in_ptr0", "x1 + 1024L*x0", lanes), ("load", "in_ptr1", "x1", lanes),
+        ("store", "out_ptr0", "x1 + 1024L*x0", lanes)]
+    # the shared form names the width: the same text on every CPU
+    assert [a.normalised() for a in found] == [a.normalised() for a in memory_accesses(AVX512)]
+
+
+def test_a_vector_store_takes_its_width_from_the_isa_or_the_code():
+    (plain,) = memory_accesses("tmp6.store(out_ptr0 + static_cast<int64_t>(x0));")
+    assert plain.lanes is None  # no width in the code, none given
+    (tail,) = memory_accesses("tmp6.store(out_ptr0 + static_cast<int64_t>(x0), static_cast<int64_t>(3));", 16)
+    assert tail.lanes == 3  # a partial store says its count
+    (idx,) = memory_accesses("auto t = in_ptr2[static_cast<int64_t>((x0 / 4L) + 8L*(x1 % 3L))];")
+    assert idx == MemoryAccess("load", "in_ptr2", "(x0 / 4L) + 8L*(x1 % 3L)", None, idx.line)
+
+
+def test_fused_traffic_names_the_vector_isa_its_code_was_written_for(xwb, monkeypatch):
+    """The lanes in the code are the recorded ISA's; lowering ATEN_CPU_CAPABILITY to default gives scalar loops."""
+    t = fused_traffic(silu_affine, *xwb)
+    assert t.vector == vector_isa()
+    (k,) = t.kernels
+    found = k.accesses(t.vector.float_lanes or None)
+    assert [(a.kind, a.pointer) for a in found] == [("load", "in_ptr0"), ("load", "in_ptr1"), ("load", "in_ptr2"),
+                                                    ("store", "out_ptr0")]
+    assert all(a.lanes == (t.vector.float_lanes or None) for a in found)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    scalar = fused_traffic(silu_affine, *xwb)
+    assert scalar.vector.bits == 0 and "scalar" in scalar.vector.describe()
+    assert [a.normalised() for a in scalar.kernels[0].accesses()] == [a.normalised() for a in found]
+    assert all(a.lanes is None for a in scalar.kernels[0].accesses()) and "at::vec" not in scalar.kernels[0].source

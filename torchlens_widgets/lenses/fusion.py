@@ -29,7 +29,11 @@ __all__ = [
     "FusionError",
     "FusionReport",
     "KernelTraffic",
+    "MemoryAccess",
     "Traffic",
+    "VectorISA",
+    "memory_accesses",
+    "vector_isa",
     "eager_traffic",
     "fused_traffic",
     "fusion_report",
@@ -42,6 +46,77 @@ Buffers = tuple[tuple[str, int], ...]  # (buffer label, bytes), in first-touch o
 
 class FusionError(ValueError):
     """A function or input the fusion lens cannot account for, with what to do instead."""
+
+
+@dataclass(frozen=True)
+class VectorISA:
+    """The SIMD instruction set Inductor's C++ backend writes vector code for on this machine. It sets how many
+    elements one load moves (AVX2: 8 floats, AVX-512: 16, NEON: 4), so generated code differs from CPU to CPU."""
+
+    name: str  # Inductor's own name: "avx2", "avx512 avx512_vnni", "asimd" (NEON) ...; "" when it has none here
+    bits: int  # vector width; 0: no vector ISA Inductor can use, so it writes scalar loops
+    float_lanes: int  # float32 elements per vector (0 when scalar)
+
+    def describe(self) -> str:
+        if not self.bits:
+            return "no vector ISA Inductor can use here: scalar loops, one element per load"
+        return f"{self.name} ({self.bits}-bit vectors: {self.float_lanes} floats per load)"
+
+
+def vector_isa() -> VectorISA:
+    """The vector ISA Inductor picks now (its `pick_vec_isa`: the CPU's flags, `ATEN_CPU_CAPABILITY`, and
+    `torch._inductor.config.cpp.simdlen`)."""
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    isa = pick_vec_isa()
+    if not isa:
+        return VectorISA(name="", bits=0, float_lanes=0)
+    return VectorISA(name=str(isa), bits=isa.bit_width(), float_lanes=isa.nelements(torch.float))
+
+
+@dataclass(frozen=True)
+class MemoryAccess:
+    """One load or store of a buffer in Inductor's generated C++, whatever its vector width: the pointer, the
+    index expression, and how many elements it moves (None: one element, a scalar access)."""
+
+    kind: str  # "load" or "store"
+    pointer: str  # the kernel's parameter: in_ptr0, out_ptr0, in_out_ptr0 ...
+    index: str  # the element index, e.g. "x1 + 1024L*x0"
+    lanes: int | None  # elements moved by one access when a literal in the code; None for a scalar access
+    line: str  # the generated line, as written
+
+    def normalised(self) -> str:
+        """The access with its width named W instead of a number (16 on AVX-512, 8 on AVX2, 4 on NEON, 1 in a
+        scalar loop): the same text on every CPU."""
+        return f"{self.kind:5} {self.pointer}[{self.index} : +W]"
+
+
+_PTR = r"((?:in_out|in|out)_ptr\d+)"
+_INDEX = r"static_cast<int64_t>\((.+?)\)"
+_VECTOR_LOAD = re.compile(r"::loadu\(" + _PTR + r" \+ " + _INDEX + r"(?:, static_cast<int64_t>\((\d+)\))?\)")
+_VECTOR_STORE = re.compile(r"\.store\(" + _PTR + r" \+ " + _INDEX + r"(?:, static_cast<int64_t>\((\d+)\))?\)")
+_SCALAR_STORE = re.compile(_PTR + r"\[" + _INDEX + r"\] = ")
+_SCALAR_LOAD = re.compile(_PTR + r"\[" + _INDEX + r"\]")
+
+
+def memory_accesses(source: str, lanes: int | None = None) -> tuple[MemoryAccess, ...]:
+    """The loads and stores of a kernel's buffers in Inductor's generated C++, in code order: vector `loadu` /
+    `.store` and scalar `ptr[index]` (other forms, such as masked or gathered loads, are not listed). A vector
+    store names no width (its vector has one): give `lanes` (the ISA's) to fill it in."""
+    found: list[MemoryAccess] = []
+    for raw in source.splitlines():
+        line = raw.strip()
+        for m in _VECTOR_LOAD.finditer(line):
+            found.append(MemoryAccess("load", m[1], m[2], int(m[3]) if m[3] else lanes, line))
+        for m in _VECTOR_STORE.finditer(line):
+            found.append(MemoryAccess("store", m[1], m[2], int(m[3]) if m[3] else lanes, line))
+        stored = _SCALAR_STORE.search(line)
+        if stored:
+            found.append(MemoryAccess("store", stored[1], stored[2], None, line))
+        for m in _SCALAR_LOAD.finditer(line):
+            if not (stored and m.start() == stored.start()):
+                found.append(MemoryAccess("load", m[1], m[2], None, line))
+    return tuple(found)
 
 
 @dataclass(frozen=True)
@@ -66,6 +141,10 @@ class KernelTraffic:
     def bytes_moved(self) -> int:
         return self.bytes_read + self.bytes_written
 
+    def accesses(self, lanes: int | None = None) -> tuple[MemoryAccess, ...]:
+        """The loads and stores in this kernel's generated code (none for a library call or an eager op)."""
+        return memory_accesses(self.source, lanes)
+
 
 @dataclass(frozen=True)
 class Traffic:
@@ -77,6 +156,7 @@ class Traffic:
     outputs: tuple[str, ...]
     intermediates: Buffers  # written, then read back by a later kernel; not an input or an output
     graph_breaks: int = 0  # fused only: ops between graphs ran eagerly and are not in `kernels`
+    vector: VectorISA | None = None  # fused only: the vector ISA Inductor generated the C++ kernels for
 
     @property
     def kernel_count(self) -> int:
@@ -302,7 +382,8 @@ def _scheduled(into: list[dict[str, Any]]) -> Iterator[None]:
                 "name": node.get_name(), "extern": extern, "target": target, "origins": origins,
                 "reads": node.get_read_write_buffer_accesses(include_reads=True, include_writes=False),
                 "writes": node.get_read_write_buffer_accesses(include_reads=False, include_writes=True)})
-        into.append({"inputs": list(graph.graph_inputs), "outputs": list(graph.get_output_names()), "nodes": nodes})
+        into.append({"inputs": list(graph.graph_inputs), "outputs": list(graph.get_output_names()), "nodes": nodes,
+                     "vector": vector_isa()})
         return result
 
     sched.Scheduler.codegen = codegen  # type: ignore[method-assign]
@@ -352,7 +433,8 @@ def fused_traffic(fn: Callable[..., Any], *args: Any, **compile_kwargs: Any) -> 
         outputs += [nm(b) for b in outs]
     return Traffic(mode="fused", kernels=tuple(kernels), inputs=tuple(dict.fromkeys(inputs)),
                    outputs=tuple(dict.fromkeys(outputs)),
-                   intermediates=_intermediates(kernels, set(inputs), set(outputs)), graph_breaks=trace.break_count)
+                   intermediates=_intermediates(kernels, set(inputs), set(outputs)), graph_breaks=trace.break_count,
+                   vector=graphs[0]["vector"] if graphs else None)
 
 
 def _local(source: str) -> str:
