@@ -11,7 +11,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-kernel-startup-timeout 120 --nbval
 # nbval's log shows a failed cell's traceback, not the feedback above it: this makes a check's traceback carry its message
 NBVAL_ENV := TORCHLENS_CHECK_TRACEBACK=message
 
-.PHONY: course env test lint test-js test-unit test-notebooks test-browser browser-deps cxx-deps benchmarks clean
+.PHONY: course env test lint test-js test-unit test-notebooks test-isa test-browser browser-deps cxx-deps benchmarks clean
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
@@ -53,6 +53,18 @@ test-notebooks: env
 	$(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) notebooks
 	# the precision, trace and distributed notebooks pass once more: a flaky cell fails here (20 times its checks on one thread)
 	$(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $(REPEAT_NOTEBOOKS)
+
+# The notebooks whose C++ Inductor generates, run as a CPU with AVX2 (8 floats a load) and one with no vector
+# unit Inductor knows (scalar loops) would run them: their compared outputs must not change. The scalar run
+# leaves out 20, whose speed target needs vector code (its check says so). Each capability gets its own
+# Inductor cache: runs under different capabilities that shared torch 2.13's cache computed wrong values.
+ISA_NOTEBOOKS := $(wildcard notebooks/11-*.ipynb notebooks/13-*.ipynb notebooks/16-*.ipynb notebooks/17-*.ipynb)
+test-isa: env
+	@for cap in avx2 default; do \
+	  nbs="$(ISA_NOTEBOOKS)"; [ $$cap = default ] || nbs="$$nbs $(wildcard notebooks/20-*.ipynb)"; \
+	  echo "nbval with ATEN_CPU_CAPABILITY=$$cap"; cache=$$(mktemp -d); \
+	  ATEN_CPU_CAPABILITY=$$cap TORCHINDUCTOR_CACHE_DIR=$$cache $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $$nbs; \
+	  rc=$$?; rm -rf $$cache; [ $$rc = 0 ] || exit $$rc; done
 
 test-browser: env browser-deps
 	# one JupyterLab per test module, two modules at a time: most of a browser test is waiting on the page
