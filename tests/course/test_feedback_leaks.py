@@ -49,3 +49,29 @@ def test_test_cells_do_not_contain_solution_code(path: Path) -> None:
                 leaks += [f"{meta['grade_id']}: {line!r}" for line in lines if line in text]
                 break
     assert not leaks, "solution lines appear in visible test cells:\n" + "\n".join(leaks)
+
+
+def _exercise_hints(path: Path) -> str:
+    """Every hint tier of the notebook's exercise module (its `*_HINTS` constants), as one text."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"torchlens_widgets.course.exercises.n{path.name[:2]}")
+    except ModuleNotFoundError:
+        return ""
+    tiers = [t for name, value in vars(module).items() if name.endswith("HINTS") for t in value]
+    return " ".join(_normal(t) for t in tiers)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_hints_in_the_package_do_not_contain_solution_code(path: Path) -> None:
+    hints = _exercise_hints(path)
+    nb = nbformat.read(path, as_version=4)
+    leaks = [f"{cell.metadata['nbgrader']['grade_id']}: {line!r}" for cell in nb.cells
+             if cell.metadata.get("nbgrader", {}).get("solution") for line in solution_lines(cell.source)
+             if line in hints]
+    assert not leaks, "solution lines appear in the exercise module's hints:\n" + "\n".join(leaks)
+
+
+def test_the_package_hint_leak_detector_reads_the_module() -> None:
+    assert "the slope of that line is per_element" in _exercise_hints(Path("01-runtime.ipynb"))

@@ -213,15 +213,15 @@ class Check:
         return _FAILURES[self.grade_id]
 
     def fail(self, message: str, hint: Hint = None, html_detail: str | None = None, reveal: str | None = None) -> None:
-        """Fail with a message (what is wrong) and a hint; repeated failures show further hint tiers.
+        """Fail with a message (what is wrong) and a hint; each repeated failure adds the next hint tier.
 
         `reveal` (e.g. the expected value of a prediction) is shown only from the REVEAL_AFTER-th failure on.
         """
         tiers = _tiers(hint)
         text = message
-        if tiers:
+        if tiers:  # every tier so far: the pointer first, one more with each failed attempt
             k = min(self.attempt, len(tiers) - 1)
-            text += f"\nHint: {tiers[k]}"
+            text += "".join(f"\nHint{f' {i + 1}' if i else ''}: {tier}" for i, tier in enumerate(tiers[:k + 1]))
             if k + 1 < len(tiers):
                 text += "\n(Each new failed attempt adds to the hint.)"
         if reveal:
@@ -377,7 +377,8 @@ class Check:
             handed = [a for a in (*args, *kwargs.values()) if callable(a)]
             handed += [x for a in (*args, *kwargs.values()) if isinstance(a, (list, tuple, dict))
                        for x in (a.values() if isinstance(a, dict) else a) if callable(x)]
-            rec = record(fn, *args, forbid=banned_calls, escapes=not escapes, forbid_files=(self.test_cell,),
+            rec = record(fn, *args, forbid=banned_calls, escapes=not escapes, forbid_files=(self.test_cell, *_EXERCISES),
+                         whole_files=_EXERCISES,
                          allow=handed, raise_errors=False, **kwargs)
             if not escapes:
                 self._no_escapes(rec, name)
@@ -661,6 +662,7 @@ class check:
         )
 
 
+_EXERCISES: list[str] = []  # the exercise modules' files (`_protect_package` fills it)
 _TRUSTED_LENSES = ("allocator", "asyncexec", "autocast", "autograd", "capstone", "compile_trace", "copies",
                    "dispatch", "distributed", "distributed_scenarios", "fusion", "memory", "meters", "package",
                    "profile", "timing", "triton_grid")
@@ -700,6 +702,12 @@ def _protect_package() -> None:
     integrity.protect("torch.library", torch.library)
     if "torch._dynamo" in sys.modules:  # explain / reset, when a notebook compiles (importing it costs ~2 s)
         integrity.protect("torch._dynamo", sys.modules["torch._dynamo"])
+    from . import exercises  # each exercise's machinery: what its test cell trusts, off limits to answers
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith(exercises.__name__):
+            integrity.protect(name, module, data=True)
+    _EXERCISES.extend(exercises.exercise_files())
     integrity.protect(f"{__name__}.Check", Check)
     integrity.protect(f"{__name__}.check", check)
     integrity.protect(f"{__name__}.Layout", Layout)

@@ -114,15 +114,45 @@ def protected(label: str) -> bool:
     return label in _OWNERS
 
 
-def protect(label: str, owner: Any) -> None:
-    """Also watch `owner`'s callables from now on; for a module, the methods of its classes too."""
+# A protected function's code, defaults and keyword defaults as at protection: swapping `fn.__code__` keeps the
+# function object (so the identity check above passes) but changes what it does.
+_INSIDES: dict[int, tuple[Any, tuple[Any, Any, Any]]] = {}
+
+
+def _insides(fn: Any) -> tuple[Any, Any, Any]:
+    return fn.__code__, fn.__defaults__, fn.__kwdefaults__
+
+
+def _keep_insides(values: dict[str, Any]) -> None:
+    for value in values.values():
+        _keep_inside(value, 3)
+
+
+def _keep_inside(value: Any, depth: int) -> None:
+    """Note a function's insides, and those of the functions a constant holds (a table of cases)."""
+    fn = getattr(value, "__func__", value)
+    if isinstance(fn, types.FunctionType):
+        if id(fn) not in _INSIDES:
+            _INSIDES[id(fn)] = (fn, _insides(fn))
+    elif depth and isinstance(value, (tuple, types.MappingProxyType)):
+        for item in (value.values() if isinstance(value, types.MappingProxyType) else value):
+            _keep_inside(item, depth - 1)
+
+
+def protect(label: str, owner: Any, data: bool = False) -> None:
+    """Also watch `owner`'s callables from now on (their code and defaults too); for a module, the methods of
+    its classes too. With `data`, every attribute of a module: constants a check reads (cases, hints)."""
     _OWNERS[label] = owner
     _SNAPSHOT[label] = _callables(owner)
+    if data:
+        _SNAPSHOT[label].update({name: value for name, value in list(vars(owner).items()) if not name.startswith("__")})
+    _keep_insides(_SNAPSHOT[label])
     if isinstance(owner, types.ModuleType):
         for name, value in list(vars(owner).items()):
             if isinstance(value, type) and value.__module__ == owner.__name__:
                 _OWNERS[f"{label}.{name}"] = value
                 _SNAPSHOT[f"{label}.{name}"] = _callables(value)
+                _keep_insides(_SNAPSHOT[f"{label}.{name}"])
 
 
 class Tampering(list):  # type: ignore[type-arg]
@@ -182,6 +212,11 @@ def tampering(repair: bool = True) -> Tampering:
                 found.append(f"{label}.{name} was replaced")
                 if repair:
                     delattr(owner, name)
+    for fn, kept in list(_INSIDES.values()):
+        if any(now is not then for now, then in zip(_insides(fn), kept)):  # by identity: a default may be a tensor
+            found.append(f"the code or defaults of {fn.__module__}.{fn.__qualname__} were changed")
+            if repair:
+                fn.__code__, fn.__defaults__, fn.__kwdefaults__ = kept
     own_fn, own_dispatch = _OWN_MODES["function"], _OWN_MODES["dispatch"]
     if _len_fn_stack() > own_fn or _len_dispatch_stack() > own_dispatch:
         modes = []

@@ -132,7 +132,8 @@ def _learner_frame(frame: types.FrameType | None) -> bool:
 
 def record(
     fn: Callable[..., Any], *args: Any, forbid: Iterable[Any] = (), escapes: bool = True, aten: bool = True,
-    forbid_files: Iterable[str] = (), allow: Iterable[Any] = (), raise_errors: bool = True, **kwargs: Any,
+    forbid_files: Iterable[str] = (), allow: Iterable[Any] = (), raise_errors: bool = True,
+    whole_files: Iterable[str] = (), **kwargs: Any,
 ) -> Recording:
     """Call ``fn(*args, **kwargs)`` and record its aten ops, its calls into ``forbid`` and any escapes.
 
@@ -141,8 +142,9 @@ def record(
     torch). With ``escapes=False`` NumPy conversions and the like are allowed; with ``aten=False`` no
     dispatch mode is entered (for callers that observe ops another way, e.g. with the profiler). Any
     Python function compiled from a file in ``forbid_files`` (a test cell's own helpers) is forbidden,
-    except those in ``allow`` (workloads handed to ``fn``). A module in ``forbid`` forbids every function
-    and method defined in it.
+    except those in ``allow`` (workloads handed to ``fn``); one from a file in ``whole_files`` (a subset of
+    ``forbid_files``) may not be ``fn`` itself either. A module in ``forbid`` forbids every function and
+    method defined in it.
     """
     rec = Recording()
     forbid = [_unwrap(f) for f in _expand_modules(forbid)]
@@ -151,6 +153,7 @@ def record(
     codes.update({getattr(f, "__func__", f).__code__: _describe(f) for f in forbid if isinstance(f, types.MethodType)})
     c_names = {_c_name(f): _c_name(f) for f in forbid if not isinstance(f, (types.FunctionType, types.MethodType))}
     files = frozenset(f for f in forbid_files if f)
+    whole = files & frozenset(whole_files)
     escape_codes = _ESCAPE_CODE if escapes else {}
     escape_names = ESCAPES if escapes else {}
     previous = sys.getprofile()
@@ -162,8 +165,10 @@ def record(
                 rec.forbidden.append(codes[code])
             elif code.co_filename in files and code.co_name != "<module>" and code not in allowed_codes:
                 caller = frame.f_back
-                if caller is not None and caller.f_code.co_filename not in files and _learner_frame(caller):
-                    rec.forbidden.append(f"{code.co_name} (a helper of the test cell)")
+                # called by the answer, or (in `whole_files`) the answer itself: `count = the check's helper`
+                if caller is not None and caller.f_code.co_filename not in files and (_learner_frame(caller) or (
+                        caller.f_code is _RECORD_CODE and code.co_filename in whole)):
+                    rec.forbidden.append(f"{code.co_name} (one of the check's own helpers)")
             elif code in escape_codes and _learner_frame(frame.f_back):
                 rec.escapes.append(f"{code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}: "
                                    f"{escape_codes[code]}")
@@ -188,3 +193,6 @@ def record(
         finally:
             sys.setprofile(previous)
     return rec
+
+
+_RECORD_CODE = record.__code__  # the frame that calls the recorded function

@@ -59,7 +59,7 @@ def linear_ops(bias, input_grad):
     with OpLogger() as log:
         lin(x).sum().backward()
     return {str(func.overloadpacket) for func, _ in log.calls if func.namespace == "aten"}
-''', expect="linear_ops(bias=False"),
+''', expect="hidden case 1"),
         Wrong("a list with repeats instead of a set", '''
 def linear_ops(bias, input_grad):
     lin = torch.nn.Linear(4, 3, bias=bias)
@@ -72,11 +72,14 @@ def linear_ops(bias, input_grad):
 def linear_ops(bias, input_grad):
     return {"aten.t", "aten.addmm", "aten.sum", "aten.ones_like", "aten.expand", "aten.mm", "aten.view",
             "aten.detach"}
-''', expect="linear_ops(bias=False", gaming=True),
+''', expect="hidden case 1", gaming=True),
         Wrong("calls the test's reference helper", '''
+from torchlens_widgets.course.exercises import n01 as _n01
+
+
 def linear_ops(bias, input_grad):
-    return _expected_linear_ops(bias, input_grad)
-''', expect="a helper of the test cell", gaming=True),
+    return _n01._linear_ops(bias, input_grad)
+''', expect="the check's own helpers", gaming=True),
         Wrong("an object equal to everything", '''
 class _Yes(set):
     def __eq__(self, other):
@@ -110,7 +113,7 @@ def crossover(sizes, seconds):
     if per_element <= 0:
         return None
     return max(1, math.ceil((t0 - per_element * n0) / per_element))
-''', expect="unsorted"),
+''', expect="hidden case 3"),
         Wrong("least-squares line", '''
 import statistics
 
@@ -120,7 +123,7 @@ def crossover(sizes, seconds):
     if per_element <= 0:
         return None
     return max(1, math.ceil(overhead / per_element))
-''', expect="crossover (unsorted, not linear)"),
+''', expect="hidden case 3"),
         Wrong("rounds instead of rounding up", '''
 def crossover(sizes, seconds):
     (n0, t0), (n1, t1) = sorted(zip(sizes, seconds))[0], sorted(zip(sizes, seconds))[-1]
@@ -128,7 +131,7 @@ def crossover(sizes, seconds):
     if per_element <= 0:
         return None
     return max(1, round((t0 - per_element * n0) / per_element))
-''', expect="crossover (GPU-like, unsorted)"),
+''', expect="hidden case 1"),
         Wrong("truncates", '''
 def crossover(sizes, seconds):
     (n0, t0), (n1, t1) = sorted(zip(sizes, seconds))[0], sorted(zip(sizes, seconds))[-1]
@@ -160,17 +163,17 @@ def crossover(sizes, seconds):
     if per_element <= 0:
         return None
     return math.ceil((t0 - per_element * n0) / per_element)
-''', expect="negative fitted overhead"),
+''', expect="hidden case 5"),
         Wrong("never returns None", '''
 def crossover(sizes, seconds):
     (n0, t0), (n1, t1) = sorted(zip(sizes, seconds))[0], sorted(zip(sizes, seconds))[-1]
     per_element = max((t1 - t0) / (n1 - n0), 1e-30)
     return max(1, math.ceil((t0 - per_element * n0) / per_element))
-''', expect="flat timings"),
+''', expect="hidden case 6"),
         Wrong("hard-codes the visible answer", '''
 def crossover(sizes, seconds):
     return 6667
-''', expect="GPU-like", gaming=True),
+''', expect="hidden case 1", gaming=True),
         Wrong("patches math.ceil", '''
 import math as _m
 _m.ceil = lambda v: 6667
@@ -191,7 +194,7 @@ def count_aten_ops(fn):
 
 
 PREDICTED_OPS = 7
-''', expect="optimizer.step"),
+''', expect="hidden case 2"),
         Wrong("counts distinct ops", '''
 def count_aten_ops(fn):
     with OpLogger() as log:
@@ -223,12 +226,15 @@ def count_aten_ops(fn):
 PREDICTED_OPS = 7
 ''', expect="count_aten_ops("),
         Wrong("calls the test's reference counter", '''
+from torchlens_widgets.course.exercises import n01 as _n01
+
+
 def count_aten_ops(fn):
-    return _expected_count(fn)
+    return _n01._aten_count(fn)
 
 
 PREDICTED_OPS = 7
-''', expect="a helper of the test cell", gaming=True),
+''', expect="the check's own helpers", gaming=True),
         Wrong("memoised first answer", '''
 _first = []
 
@@ -256,20 +262,20 @@ def layer_counts(fn):
     with CallLogger() as py, OpLogger() as at:
         fn()
     return len(py.calls), len(at.calls)
-''', expect="layer_counts(optimizer.step)"),
+''', expect="hidden case 5"),
         Wrong("counts distinct names", '''
 def layer_counts(fn):
     with CallLogger() as py, OpLogger() as at:
         fn()
     return len(set(py.calls)), len({func for func, _ in at.calls if func.namespace == "aten"})
-''', expect="layer_counts(relu(linear(...)).shape)"),
+''', expect="hidden case 3"),
         Wrong("leaves out attribute reads", '''
 def layer_counts(fn):
     with CallLogger() as py, OpLogger() as at:
         fn()
     return (sum(1 for name in py.calls if "(attribute)" not in name),
             sum(1 for func, _ in at.calls if func.namespace == "aten"))
-''', expect="layer_counts(relu(linear(...)).shape)"),
+''', expect="hidden case 3"),
         Wrong("only the dispatch mode", '''
 def layer_counts(fn):
     with OpLogger() as at:
@@ -278,13 +284,16 @@ def layer_counts(fn):
     return n, n
 ''', expect="layer_counts(x3 @ w)"),
         Wrong("calls the test's reference helper", '''
+from torchlens_widgets.course.exercises import n01 as _n01
+
+
 def layer_counts(fn):
-    return _expected_layers(fn)
-''', expect="a helper of the test cell", gaming=True),
+    return _n01._layers(fn)
+''', expect="the check's own helpers", gaming=True),
         Wrong("hard-codes the visible answer", '''
 def layer_counts(fn):
     return (1, 3)
-''', expect="layer_counts(lambda: None)", gaming=True),
+''', expect="hidden case 1", gaming=True),
         Wrong("patches torch.equal and answers nonsense", '''
 torch.equal = lambda *a, **k: True
 

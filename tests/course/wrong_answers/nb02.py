@@ -146,9 +146,12 @@ def storage_position(index, shape, stride, offset):
     return int(view[tuple(index)])
 ''', expect="as_strided", gaming=True),
         Wrong("calls the test cell's helper", '''
+from torchlens_widgets.course.exercises import n02 as _n02
+
+
 def storage_position(index, shape, stride, offset):
-    return _random_views(0, 0) or offset + sum(i * s for i, s in zip(index, stride))
-''', expect="a helper of the test cell", gaming=True),
+    return _n02._random_views(0, 0) or offset + sum(i * s for i, s in zip(index, stride))
+''', expect="the check's own helpers", gaming=True),
     ],
     "02-which-views": [
         Wrong("reshape and flatten always copy", '''
@@ -211,7 +214,7 @@ def my_transpose(x):
         Wrong("strides from the shape", '''
 def my_transpose(x):
     return x.as_strided((x.shape[1], x.shape[0]), (1, x.shape[1]), x.storage_offset())
-''', expect="my_transpose(big[1:5, 2::3]) has the wrong layout"),
+''', expect="hidden case 1 has the wrong layout"),
         Wrong("hides t() under _disable_current_modes", '''
 from torch.utils._python_dispatch import _disable_current_modes
 
@@ -294,8 +297,11 @@ def view_strides(shape, stride, new_shape):
     return None if out is None else tuple(out)
 ''', expect="_compute_stride", gaming=True),
         Wrong("calls the test's torch helper", '''
+from torchlens_widgets.course.exercises import n02 as _n02
+
+
 def view_strides(shape, stride, new_shape):
-    return _torch_says(torch.empty(1000).as_strided(shape, stride), new_shape)[0]
-''', expect="a helper of the test cell", gaming=True),
+    return _n02._torch_says(torch.empty(1000).as_strided(shape, stride), new_shape)[0]
+''', expect="the check's own helpers", gaming=True),
     ],
 }

@@ -274,7 +274,7 @@ def count_flops(fn, *args):
         Wrong("calls the test's reference helper", '''
 def count_flops(fn, *args):
     return _reference_flops(fn, *args)
-''', expect="a helper of the test cell", gaming=True),
+''', expect="the check's own helpers", gaming=True),
         Wrong("patches FlopCounterMode to agree", '''
 import torch.utils.flop_counter as _fc
 

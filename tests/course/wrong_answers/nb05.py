@@ -365,7 +365,7 @@ def gate_fixed(x, w):
         Wrong("returns the test's reference", '''
 def gate_fixed(x, w):
     return _gate_expected(x, w)
-''', expect="a helper of the test cell", gaming=True),
+''', expect="the check's own helpers", gaming=True),
         Wrong("leaves a mode entered that hides clones", '''
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -433,7 +433,7 @@ def scale_input_grad(node, slot, factor):
     def hook(grad_inputs, grad_outputs):
         return tuple(_mixed(g, factor) if (i == slot and g is not None) else g for i, g in enumerate(grad_inputs))
     return node.register_hook(hook)
-''', expect="a helper of the test cell", gaming=True),
+''', expect="the check's own helpers", gaming=True),
         Wrong("rebinds the lens to report a hook", '''
 class _H:
     def remove(self):
@@ -553,6 +553,6 @@ def scale_input_grad(node, slot, factor):
     def backward(self):
         self.grad = 1.0
         _run_program([1.0], [], lambda v: v)
-''', expect="a helper of the test cell", gaming=True),
+''', expect="the check's own helpers", gaming=True),
     ],
 }

@@ -79,7 +79,7 @@ def find_syncs_in(loop, launch_overhead_us=5):
         Wrong("calls the test's reference helper", '''
 def find_syncs_in(loop, launch_overhead_us=5):
     return _expected_syncs(loop, launch_overhead_us)
-''', expect="a helper of the test cell", gaming=True),
+''', expect="the check's own helpers", gaming=True),
         Wrong("hard-codes the visible answer", '''
 def find_syncs_in(loop, launch_overhead_us=5):
     return {3: 105, 8: 1320, 9: 0}
@@ -170,7 +170,7 @@ def time_region(sim, fn):
         Wrong("calls the test's ground truth", '''
 def time_region(sim, fn):
     return _device_window(sim, fn)
-''', expect="a helper of the test cell", gaming=True),
+''', expect="the check's own helpers", gaming=True),
     ],
     "08-predict-blocking": [
         Wrong("nothing blocks", "BLOCKS = {call: False for call in CALLS}\n", expect="predictions for these calls"),

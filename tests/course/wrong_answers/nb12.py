@@ -178,7 +178,7 @@ def choose_checkpoints(block_bytes, input_bytes, budget):
               expect="expected a set of block indices"),
         Wrong("rebinds peak_model", "peak_model = lambda *args: 0\n" + _brute(),
               expect="gives a peak of", gaming=True),
-        Wrong("calls the test's peak model", _brute(peak="_peak"), expect="a helper of the test cell", gaming=True),
+        Wrong("calls the test's peak model", _brute(peak="_peak"), expect="the check's own helpers", gaming=True),
         Wrong("hard-codes the visible answers", '''
 def choose_checkpoints(block_bytes, input_bytes, budget):
     return {70_000: {0, 1, 2}, 25: set(), 4: None}.get(budget, set())
