@@ -167,3 +167,35 @@ def test_the_command_line_says_what_it_did(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "torchlens_widgets.lenses.precompiled", "--what"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert bad.returncode == 2 and "usage" in bad.stdout
+
+
+def test_prepare_waits_for_another_process_that_starts_meanwhile(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """While prepare builds a first op for its flags, a build's background job may start making the same slot:
+    prepare then waits for that one instead of failing (CI saw 'another process is precompiling')."""
+    import threading
+    import types
+
+    from torchlens_widgets.lenses import build as build_lens
+
+    slot = tmp_path / "slot"
+    monkeypatch.setattr(build_lens, "_precompiled_slot", lambda headers, flags: slot)
+    first_op = types.SimpleNamespace(ok=True, directory=str(tmp_path))  # no real build: flags from cflags_of
+    monkeypatch.setattr(build_lens, "build_inline", lambda *a, **k: first_op)
+    monkeypatch.setattr(pch, "cflags_of", lambda folder: ["-O2"])
+
+    def other_process() -> None:
+        time.sleep(1.0)
+        (slot / pch.HEADER).write_text("// made elsewhere\n")
+        (slot / (pch.HEADER + ".gch")).write_bytes(b"gpch")
+        (slot / ".making").unlink()
+
+    def generate(folder: Path, *args: object, **kwargs: object) -> float:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / ".making").touch()  # the other process took the lock first
+        threading.Thread(target=other_process).start()
+        raise pch.PrecompileError(f"another process is precompiling the lean headers in {folder}")
+
+    monkeypatch.setattr(pch, "generate", generate)
+    said = prepare()
+    assert "made by another process" in said and pch.usable(slot)

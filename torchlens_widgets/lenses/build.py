@@ -503,7 +503,13 @@ def prepare(report: BuildReport | None = None, timeout: float = 600.0) -> str:
     try:
         seconds = pch.generate(slot, cflags, LEAN_HEADERS, timeout=timeout)
     except pch.PrecompileError as exc:
-        raise BuildError(str(exc)) from None
+        # another process began making them while the flags were taken (a build's background job): wait for it
+        while pch.being_made(slot) and time.monotonic() - start < timeout:
+            time.sleep(0.5)
+        if not pch.usable(slot):
+            raise BuildError(str(exc)) from None
+        return (f"the lean headers are precompiled (precompiled_header() gives the file) (made by another "
+                f"process; waited {time.monotonic() - start:.1f} s for it)")
     size = (slot / (pch.HEADER + ".gch")).stat().st_size / 1e6
     return (f"precompiled the lean headers in {seconds:.1f} s ({size:.0f} MB: precompiled_header() gives the file); "
             "a cold lean build now compiles only your code")
