@@ -319,10 +319,11 @@ class Check:
 
     def copy_count(
         self, fn: Callable[..., Any], *args: Any, expected: int | None = None, at_most: int | None = None,
-        what: str = "your function", hint: Hint = None, **kwargs: Any,
+        what: str = "your function", hint: Hint = None, listing: bool = True, **kwargs: Any,
     ) -> CopyReport:
         """Run fn once and count its data copies at the level that sees them all (the profiler: inside
-        kernels too), refusing escapes around it (NumPy, popped modes). Returns the report: the aten ops
+        kernels too), refusing escapes around it (NumPy, popped modes). A failure lists each copy's op path and
+        shape unless `listing=False` (a hidden case's shapes are its content). Returns the report: the aten ops
         run (``ops``) and every copy (``kernel_level``)."""
         if not callable(fn):
             self.fail(f"{what}: expected a function, got {_describe(fn)}")
@@ -336,11 +337,11 @@ class Check:
         self._no_escapes(rec, what)
         report: CopyReport = rec.result
         copies = report.kernel_level
-        listing = "".join(f"\n  {path}" for path in copies)
+        paths = "".join(f"\n  {path}" for path in copies) if listing else ""
         if expected is not None and len(copies) != expected:
-            self.fail(f"{what} made {len(copies)} data copies, expected {expected}.{listing}", hint)
+            self.fail(f"{what} made {len(copies)} data copies, expected {expected}.{paths}", hint)
         if at_most is not None and len(copies) > at_most:
-            self.fail(f"{what} made {len(copies)} data copies, at most {at_most} allowed.{listing}", hint)
+            self.fail(f"{what} made {len(copies)} data copies, at most {at_most} allowed.{paths}", hint)
         self._guard()
         return report
 

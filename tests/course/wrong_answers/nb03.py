@@ -81,7 +81,7 @@ def column_zscores(x):
         Wrong("casts the result to float32", '''
 def column_zscores(x):
     return ((x - x.mean(dim=0)) / x.std(dim=0)).float()
-''', expect="aten::to > aten::_to_copy  [300, 40]"),
+''', expect="hidden case 1 made 1 data copies, expected 0."),
         Wrong("computes through NumPy", '''
 def column_zscores(x):
     a = x.numpy()
@@ -107,8 +107,11 @@ def column_zscores(x):
     return _memo[key]
 ''', expect="data copies, expected 0", gaming=True),
         Wrong("calls the test's reference helper", '''
+from torchlens_widgets.course.exercises import n03 as _n03
+
+
 def column_zscores(x):
-    return _expected_zscores(x)
+    return _n03._zscores(x)
 ''', expect="data copies, expected 0", gaming=True),
         Wrong("rebinds the slow baseline to look fast", '''
 import time as _t
@@ -136,11 +139,11 @@ def column_zscores(x):
     ],
     "03-contiguity-predictions": [
         Wrong("does not skip size-1 dimensions", _contiguity(no_skip="True"), expect="as predicted by contiguity("),
-        Wrong("empty tensors are not special", _contiguity(empty="False"), expect="as predicted by contiguity("),
+        Wrong("empty tensors are not special", _contiguity(empty="False"), expect="hidden case 1"),
         Wrong("channels_last walked C, H, W, N", _contiguity(order="(1, 2, 3, 0)"),
               expect="is_contiguous(memory_format=torch.channels_last)"),
         Wrong("channels_last for any rank of 4 or more", _contiguity(four_d="len(shape) >= 4"),
-              expect="is_contiguous(memory_format=torch.channels_last)"),
+              expect="hidden case 1"),
         Wrong("strides only need to decrease", '''
 def contiguity(shape, stride):
     row = all(a >= b for a, b in zip(stride, stride[1:]))
@@ -192,7 +195,7 @@ _SEEN = {
 
 def contiguity(shape, stride):
     return _SEEN.get((tuple(shape), tuple(stride)), (True, False))
-''', expect="random layout", gaming=True),
+''', expect="hidden case 1", gaming=True),
         Wrong("patches Tensor.is_contiguous to agree", '''
 torch.Tensor.is_contiguous = lambda self, memory_format=None: True
 
@@ -214,7 +217,7 @@ def contiguity(shape, stride):
               expect="bytes .contiguous() copies"),
         Wrong("counts items, not bytes", _bytes(storage="1 + sum((n - 1) * s for n, s in zip(shape, stride))"),
               expect="storage bytes from view_and_copy_bytes("),
-        Wrong("empty views are not special", _bytes(empty="False"), expect="random view"),
+        Wrong("empty views are not special", _bytes(empty="False"), expect="hidden case 1"),
         Wrong("returns floats", _bytes(storage="float(" + _RIGHT_STORAGE + ")"), expect="must return a pair of ints"),
         Wrong("asks torch for the storage", '''
 def view_and_copy_bytes(shape, stride, itemsize):
@@ -224,9 +227,12 @@ def view_and_copy_bytes(shape, stride, itemsize):
     return t.untyped_storage().nbytes(), copy
 ''', expect="which this exercise asks you not to use", gaming=True),
         Wrong("calls the test's helper", '''
+from torchlens_widgets.course.exercises import n03 as _n03
+
+
 def view_and_copy_bytes(shape, stride, itemsize):
     dtype = {1: torch.int8, 2: torch.float16, 4: torch.float32, 8: torch.float64}[itemsize]
-    return _torch_bytes(torch.empty_strided(shape, stride, dtype=dtype))
+    return _n03._torch_bytes(torch.empty_strided(shape, stride, dtype=dtype))
 ''', expect="the check's own helpers", gaming=True),
         Wrong("hard-codes the visible answers", '''
 _SEEN = {
@@ -237,6 +243,6 @@ _SEEN = {
 
 def view_and_copy_bytes(shape, stride, itemsize):
     return _SEEN.get((tuple(shape), tuple(stride), itemsize), (itemsize, 0))
-''', expect="random view", gaming=True),
+''', expect="hidden case 1", gaming=True),
     ],
 }

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import sys
 
-from . import n01, n02
+from . import n01, n02, n03
 
-__all__ = ["exercise_files", "n01", "n02"]
+__all__ = ["exercise_files", "n01", "n02", "n03"]
 
 
 def exercise_files() -> tuple[str, ...]:
