@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 
 def named(hidden: Iterable[T] | None, visible: Sequence[T], describe: Callable[[T], str]) -> Iterator[tuple[str, T]]:
@@ -18,3 +19,14 @@ def named(hidden: Iterable[T] | None, visible: Sequence[T], describe: Callable[[
     for number, case in enumerate(hidden, 1):
         yield f"hidden case {number}", case
 
+
+def numbered(hidden: Iterable[T] | None, visible: Iterable[U], expand: Callable[[T], Iterable[U]]) -> Iterator[tuple[str, U]]:
+    """(label, item) for checks whose cases hold many items (a seed of random layouts): the visible items with an
+    empty label (the check describes each), or each hidden case's items, from `expand`, as "hidden case N"."""
+    if hidden is None:
+        for item in visible:
+            yield "", item
+        return
+    for number, case in enumerate(hidden, 1):
+        for item in expand(case):
+            yield f"hidden case {number}", item

@@ -17,7 +17,7 @@ from torch._subclasses.fake_impls import _compute_stride
 
 from ...lenses import layout as _layout_module
 from ...lenses.layout import layout
-from ._cases import named
+from ._cases import named, numbered
 
 if TYPE_CHECKING:
     from ..checks import Check
@@ -106,17 +106,18 @@ def storage_position(c: Check, answer: Any, hidden: Iterable[tuple[str, str]] | 
     case is (case set, "tuple" or "list": how index, shape and stride are passed)."""
     mine = c.watch(answer, "storage_position", allow_aten=set(), hint=NO_TENSOR_OPS,
                    forbid=[_layout_module, torch.as_strided, torch.Tensor.as_strided])
-    for label, (cases, kind) in named(hidden, (("random 2", "tuple"),), lambda case: ""):
-        convert: Callable[[Any], Any] = list if kind == "list" else tuple
-        for v, indices in POSITION_CASES[cases]():
-            cells = v.untyped_storage().nbytes() // v.element_size()
-            read = torch.as_strided(torch.arange(cells), v.shape, v.stride(), v.storage_offset())  # torch's answer
-            for idx in indices:
-                args = (convert(idx), convert(v.shape), convert(v.stride()), v.storage_offset())
-                what = label or "storage_position(" + ", ".join(map(repr, args)) + ")"
-                got = mine(*args)
-                c.that(type(got) is int, f"{what} returned {got!r}; return a plain int", POSITION_HINTS)
-                c.equal(got, int(read[idx]), what=what, hint=POSITION_HINTS, secret=bool(label))
+    def views(case: tuple[str, str]) -> list[tuple[torch.Tensor, list[tuple[int, ...]], Callable[[Any], Any]]]:
+        return [(v, indices, list if case[1] == "list" else tuple) for v, indices in POSITION_CASES[case[0]]()]
+
+    for label, (v, indices, convert) in numbered(hidden, views(("random 2", "tuple")), views):
+        cells = v.untyped_storage().nbytes() // v.element_size()
+        read = torch.as_strided(torch.arange(cells), v.shape, v.stride(), v.storage_offset())  # torch's answer
+        for idx in indices:
+            args = (convert(idx), convert(v.shape), convert(v.stride()), v.storage_offset())
+            what = label or "storage_position(" + ", ".join(map(repr, args)) + ")"
+            got = mine(*args)
+            c.that(type(got) is int, f"{what} returned {got!r}; return a plain int", POSITION_HINTS)
+            c.equal(got, int(read[idx]), what=what, hint=POSITION_HINTS, secret=bool(label))
 
 
 def _op(src: str) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -299,14 +300,10 @@ def reshape_as_view(c: Check, answer: Any,
     mine = c.watch(answer, "view_strides", allow_aten=set(), hint=NUMBERS_ONLY,
                    forbid=[_compute_stride, _layout_module, torch.Tensor.view, torch.Tensor.reshape, torch.as_strided,
                            torch.empty_strided])
-    if hidden is None:
-        cases: list[tuple[str, tuple[torch.Tensor, tuple[int, ...]]]] = [("", case) for case in _visible_layouts()]
-    else:
-        cases = []
-        for number, case in enumerate(hidden, 1):
-            expanded = _random_layouts(case, 400) if isinstance(case, int) else [(case[0], tuple(case[1]))]
-            cases += [(f"hidden case {number}", one) for one in expanded]
-    for label, (t, new_shape) in cases:
+    def layouts(case: tuple[torch.Tensor, Sequence[int]] | int) -> list[tuple[torch.Tensor, tuple[int, ...]]]:
+        return _random_layouts(case, 400) if isinstance(case, int) else [(case[0], tuple(case[1]))]
+
+    for label, (t, new_shape) in numbered(hidden, _visible_layouts(), layouts):
         shape, stride = tuple(t.shape), tuple(t.stride())
         what = label or f"view_strides({shape}, {stride}, {new_shape})"
         expected, sizes = _torch_says(t, new_shape)

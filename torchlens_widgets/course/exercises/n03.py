@@ -18,7 +18,7 @@ import torch._prims_common as prims
 from ...lenses.copies import count_copies
 from ...lenses.layout import layout
 from ...lenses.timing import one_thread
-from ._cases import named
+from ._cases import named, numbered
 
 if TYPE_CHECKING:
     from ..checks import Check
@@ -113,6 +113,17 @@ _CONTIGUITY_HELPERS = ("is_contiguous", "is_contiguous_or_false", "is_channels_l
                        "check_contiguous_sizes_strides")
 
 
+Passed = list[tuple[str, torch.Tensor, Callable[[Any], Any]]]  # (name, view, how its shape and stride are passed)
+
+
+def _as_tuples(views: Mapping[str, torch.Tensor]) -> Passed:
+    return [(name, v, tuple) for name, v in views.items()]
+
+
+def _as_lists(views: Mapping[str, torch.Tensor]) -> Passed:
+    return [(name, v, list) for name, v in views.items()]
+
+
 def _gallery() -> dict[str, torch.Tensor]:
     """The notebook's gallery, A to L, made here."""
     base = torch.zeros(2, 3, 4, 5)
@@ -150,21 +161,20 @@ def contiguity(c: Check, answer: Any, hidden: Iterable[int] | None = None) -> No
     mine = c.watch(answer, "contiguity", allow_aten=set(), hint=NUMBERS_ONLY, forbid=[
         torch.Tensor.is_contiguous, torch.empty_strided, torch.as_strided,
         *(getattr(prims, n) for n in _CONTIGUITY_HELPERS if hasattr(prims, n))])
-    if hidden is None:
-        cases: list[tuple[str, Mapping[str, torch.Tensor], Callable[[Any], Any]]] = [("", _gallery(), tuple)]
-    else:
-        cases = [(f"hidden case {k}", _random_dense_layouts(seed, 300), list) for k, seed in enumerate(hidden, 1)]
-    for label, views, convert in cases:
-        for name, v in views.items():
-            shape, stride = convert(v.shape), convert(v.stride())
-            call = label or f"contiguity({shape}, {stride})"
-            expected = (v.is_contiguous(), v.is_contiguous(memory_format=torch.channels_last))
-            got = mine(shape, stride)
-            c.that(type(got) in (tuple, list) and len(got) == 2, f"{call} must return a pair of bools, got {got!r}")
-            where = label or f"{name}: is_contiguous() as predicted by {call}"
-            c.equal(got[0], expected[0], what=where, hint=CONTIGUITY_HINTS, secret=bool(label))
-            where = label or f"{name}: is_contiguous(memory_format=torch.channels_last) as predicted by {call}"
-            c.equal(got[1], expected[1], what=where, hint=CONTIGUITY_HINTS, secret=bool(label))
+
+    def hidden_views(seed: int) -> Passed:
+        return _as_lists(_random_dense_layouts(seed, 300))
+
+    for label, (name, v, convert) in numbered(hidden, _as_tuples(_gallery()), hidden_views):
+        shape, stride = convert(v.shape), convert(v.stride())
+        call = label or f"contiguity({shape}, {stride})"
+        expected = (v.is_contiguous(), v.is_contiguous(memory_format=torch.channels_last))
+        got = mine(shape, stride)
+        c.that(type(got) in (tuple, list) and len(got) == 2, f"{call} must return a pair of bools, got {got!r}")
+        where = label or f"{name}: is_contiguous() as predicted by {call}"
+        c.equal(got[0], expected[0], what=where, hint=CONTIGUITY_HINTS, secret=bool(label))
+        where = label or f"{name}: is_contiguous(memory_format=torch.channels_last) as predicted by {call}"
+        c.equal(got[1], expected[1], what=where, hint=CONTIGUITY_HINTS, secret=bool(label))
 
 
 BYTES_HINTS = (
@@ -224,19 +234,17 @@ def view_and_copy_bytes(c: Check, answer: Any, hidden: Iterable[int] | None = No
         *(getattr(prims, n) for n in ("is_contiguous", "is_contiguous_or_false",
                                       "is_non_overlapping_and_dense_or_false", "check_contiguous_sizes_strides",
                                       "is_contiguous_for_memory_format") if hasattr(prims, n))])
-    if hidden is None:
-        cases: list[tuple[str, Mapping[str, torch.Tensor], Callable[[Any], Any]]] = [("", _visible_views(), tuple)]
-    else:
-        cases = [(f"hidden case {k}", _random_strided_views(seed, 200), list) for k, seed in enumerate(hidden, 1)]
-    for label, views, convert in cases:
-        for name, v in views.items():
-            args = (convert(v.shape), convert(v.stride()), v.element_size())
-            call = label or "view_and_copy_bytes(" + ", ".join(map(repr, args)) + ")"
-            got = mine(*args)
-            c.that(type(got) in (tuple, list) and len(got) == 2 and all(type(g) is int for g in got),
-                   f"{call} must return a pair of ints, got {got!r}", hint=BYTES_HINTS[-1:])
-            storage, copied = _torch_bytes(v)
-            c.equal(got[0], storage, what=label or f"{name}: storage bytes from {call}", hint=BYTES_HINTS,
-                    secret=bool(label))
-            c.equal(got[1], copied, what=label or f"{name}: bytes .contiguous() copies, from {call}",
-                    hint=BYTES_HINTS, secret=bool(label))
+    def hidden_views(seed: int) -> Passed:
+        return _as_lists(_random_strided_views(seed, 200))
+
+    for label, (name, v, convert) in numbered(hidden, _as_tuples(_visible_views()), hidden_views):
+        args = (convert(v.shape), convert(v.stride()), v.element_size())
+        call = label or "view_and_copy_bytes(" + ", ".join(map(repr, args)) + ")"
+        got = mine(*args)
+        c.that(type(got) in (tuple, list) and len(got) == 2 and all(type(g) is int for g in got),
+               f"{call} must return a pair of ints, got {got!r}", hint=BYTES_HINTS[-1:])
+        storage, copied = _torch_bytes(v)
+        c.equal(got[0], storage, what=label or f"{name}: storage bytes from {call}", hint=BYTES_HINTS,
+                secret=bool(label))
+        c.equal(got[1], copied, what=label or f"{name}: bytes .contiguous() copies, from {call}",
+                hint=BYTES_HINTS, secret=bool(label))
