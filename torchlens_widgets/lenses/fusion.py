@@ -184,6 +184,8 @@ class Traffic:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        if self.vector is not None:
+            d["vector"]["text"] = self.vector.describe()
         d.update(kernel_count=self.kernel_count, bytes_read=self.bytes_read, bytes_written=self.bytes_written,
                  bytes_moved=self.bytes_moved, intermediate_count=self.intermediate_count,
                  intermediate_bytes=self.intermediate_bytes)

@@ -80,9 +80,7 @@ def _column(t: Mapping[str, Any], scale: float, title: str, ms: float | None) ->
               "and are not counted here</div>" if t.get("graph_breaks") else "")
     vec = t.get("vector")
     if vec and any(k.get("source") for k in t["kernels"]):  # generated code differs from CPU to CPU: say for which
-        isa = (f'{esc(vec["name"])}, {vec["bits"]}-bit vectors: {vec["float_lanes"]} floats per load' if vec["bits"]
-               else "no vector ISA: scalar loops")
-        breaks += f'<div class="muted">C++ generated for this CPU ({isa})</div>'
+        breaks += f'<div class="muted">C++ generated for this CPU: {esc(vec["text"])}</div>'
     return (f'<div class="col"><h4>{esc(title)}: {t["kernel_count"]} kernel{"s" if t["kernel_count"] != 1 else ""}'
             f', {_size(moved)} moved{timed}</h4>{breaks}'
             '<table><tr><th>kernel</th><th>buffers</th><th>moved</th></tr>' + "".join(rows)
