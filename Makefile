@@ -38,7 +38,7 @@ $(VENV)/.installed: pyproject.toml labextension/package.json labextension/packag
 test: env browser-deps cxx-deps lint test-js test-unit test-notebooks test-browser
 
 lint: env
-	$(BIN)/ruff check torchlens_widgets tests benchmarks hatch_build.py
+	$(BIN)/ruff check torchlens_widgets tests benchmarks tools hatch_build.py
 	$(BIN)/mypy --ignore-missing-imports torchlens_widgets
 	cd labextension && $(NPM) run --silent typecheck
 

@@ -563,6 +563,7 @@ class CachingAllocatorSim:
         self._outstanding: dict[int, deque[list[Any]]] = {}  # stream -> [[block, done], ...]
         self._next_handle = 1
         self._next_addr = BASE_ADDRESS
+        self._driver_addresses: deque[int] = deque()  # replay: the recorded cudaMalloc results, in order
         self._gc_calls = [0, 0]  # get_free_block calls per pool (large, small): the clock of block ages
         self._reserved = 0
         n_stats = 3 * len(_STAT_NAMES)
@@ -838,6 +839,11 @@ class CachingAllocatorSim:
         return block
 
     def _new_address(self, size: int) -> int:
+        """Where cudaMalloc puts a new segment: the address a replayed recording's driver returned, else the next."""
+        while self._driver_addresses:
+            addr = self._driver_addresses.popleft()
+            if not any(s.addr < addr + size and addr < s.addr + s.size for s in self._segments.values()):
+                return addr
         addr = self._next_addr
         self._next_addr = addr + -(-size // ROUND_LARGE) * ROUND_LARGE
         return addr
@@ -1264,9 +1270,12 @@ def replay(trace_events: Iterable[Mapping[str, Any]], mirror_releases: bool = Tr
     alloc / free_requested / free_completed drive the simulator (recorded addresses map to handles).
     segment_* and oom entries are the recorded allocator's own decisions and are not replayed, except
     that a run of segment_free/segment_unmap entries (the trace does not record ``empty_cache()`` itself)
-    makes the simulator call ``empty_cache()`` when `mirror_releases` is true. Frees of addresses allocated
-    before recording began are skipped and counted in ``sim.replay_report``, as are allocations that
-    run out of memory under the new settings.
+    makes the simulator call ``empty_cache()`` when `mirror_releases` is true. A recorded segment_alloc's
+    address becomes the simulator's next segment address (cudaMalloc's choice, not the caching allocator's:
+    equal-size free blocks are taken lowest address first, so the order matters). With a `capacity`, an
+    oom entry is replayed as the request that failed. Frees of addresses allocated before recording began
+    are skipped and counted in ``sim.replay_report``, as are allocations that run out of memory under the
+    new settings and recorded OOMs the simulator could serve.
     """
     unknown = set(settings) - set(_SETTINGS)
     if unknown:
@@ -1275,7 +1284,8 @@ def replay(trace_events: Iterable[Mapping[str, Any]], mirror_releases: bool = Tr
     events = _checked_events(trace_events)
     handles: dict[int, int] = {}
     pending: dict[int, _Block] = {}
-    report = {"events": len(events), "skipped_frees": 0, "failed_allocs": 0, "mirrored_releases": 0}
+    report = {"events": len(events), "skipped_frees": 0, "failed_allocs": 0, "mirrored_releases": 0,
+              "ooms_served": 0}
     skip_next = False
     in_release = False
     n = len(events)
@@ -1291,11 +1301,20 @@ def replay(trace_events: Iterable[Mapping[str, Any]], mirror_releases: bool = Tr
             in_release = True
             continue
         in_release = False
-        if action == "alloc":
+        if action == "segment_alloc" and not settings.get("expandable_segments"):
+            sim._driver_addresses.append(ev["addr"])
+        elif action == "oom" and sim.capacity is not None:
+            try:
+                sim.free(sim.malloc(ev["size"], ev.get("stream", 0)))
+                report["ooms_served"] += 1
+            except SimulatedOOM:
+                pass
+        elif action == "alloc":
             try:
                 handles[ev["addr"]] = sim.malloc(ev["size"], ev.get("stream", 0))
             except SimulatedOOM:
                 report["failed_allocs"] += 1
+            sim._driver_addresses.clear()   # an address the simulator did not use belongs to no later segment
         elif action == "free_requested":
             addr = ev["addr"]
             h = handles.pop(addr, None)

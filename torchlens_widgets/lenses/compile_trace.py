@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import inspect
 import json
 import logging
 import re
@@ -378,9 +379,12 @@ def compile_trace(fn: Callable[..., Any], *args: Any, calls: list[tuple[Any, ...
 
     _fresh_dynamo_state()
     before = len(output_graph.graph_break_reasons)
+    # isolate_recompiles (torch 2.13) keeps this trace's cache entries apart; torch 2.11 has no such option
+    isolate = ({"isolate_recompiles": True}
+               if "isolate_recompiles" in inspect.signature(torch._dynamo.eval_frame._optimize).parameters else {})
     compiled = torch._dynamo.optimize(record, nopython=bool(compile_kwargs.get("fullgraph", False)),
                                       dynamic=compile_kwargs.get("dynamic"), guard_export_fn=export,
-                                      guard_fail_fn=failed, isolate_recompiles=True)(fn)
+                                      guard_fail_fn=failed, **isolate)(fn)
     start = time.perf_counter()
     result = None
     patches = [torch._inductor.config.patch({"trace.provenance_tracking_level": 1, "fx_graph_cache": False}),

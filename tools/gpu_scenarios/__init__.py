@@ -1,0 +1,1 @@
+"""One module per topic for tools/record_gpu.py: each has `record(topic)` that records its notebooks' GPU scenarios."""
