@@ -106,7 +106,7 @@ return func(*args, **(kwargs or {}))
 if func.namespace == "aten":
     self.counts[str(func)] += 1
 return func(*args, **(kwargs or {}))
-'''), expect="two SGD training steps: counts"),
+'''), expect="hidden case 2: counts"),
         Wrong("marks each op once", _counter('''
 self.counts[str(func)] = 1
 return func(*args, **(kwargs or {}))
@@ -118,7 +118,7 @@ if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplici
         return func.decompose(*args, **kwargs)
 self.counts[str(func)] += 1
 return func(*args, **kwargs)
-'''), expect="composites under inference_mode: counts"),
+'''), expect="hidden case 3: counts"),
         Wrong("forgets to return the result", _counter('''
 self.counts[str(func)] += 1
 func(*args, **(kwargs or {}))
@@ -192,9 +192,9 @@ class OverloadCounter(TorchDispatchMode):
         Wrong("autocast for every device", _rule(autocast="True"),
               expect="predict_keys(torch.ones(2, 3, device='meta', requires_grad=True))"),
         Wrong("inference tensors lose autocast too", _rule(autocast='device == "CPU" and not torch.is_inference(t)'),
-              expect="inference"),
-        Wrong("CSR is just sparse", _rule(csr='"Sparse"'), expect="csr"),
-        Wrong("forgets lazy negation", _rule(neg="False"), expect="neg"),
+              expect="hidden case 1: 1 entry missing"),
+        Wrong("CSR is just sparse", _rule(csr='"Sparse"'), expect="hidden case 1"),
+        Wrong("forgets lazy negation", _rule(neg="False"), expect="hidden case 1"),
         Wrong("asks the dispatcher through an alias", _RIGHT_A + '''
 _keys = torch._C._dispatch_keys
 
@@ -254,7 +254,7 @@ def predict_keys(t):
               expect="your code raised IndexError"),
         Wrong("forgets the batch", _flops(batch=""), expect="count_flops(batched matmul)"),
         Wrong("no decomposition under inference_mode", _flops(decompose="False"),
-              expect="linear and matmul under inference_mode"),
+              expect="hidden case 8"),
         Wrong("a total kept across calls", '''
 _TOTAL = {"flops": 0}
 ''' + _flops().replace("    with FlopMode() as mode:\n        fn(*args)\n    return mode.total",
@@ -271,9 +271,15 @@ def count_flops(fn, *args):
         fn(*args)
     return counter.get_total_flops()
 ''', expect="which this exercise asks you not to use", gaming=True),
-        Wrong("calls the test's reference helper", '''
+        Wrong("calls the check's own helper", '''
+from torchlens_widgets.course.exercises import n04 as _n04
+
+
 def count_flops(fn, *args):
-    return _reference_flops(fn, *args)
+    mode, _ = _n04._trusted_flop_counter()
+    with mode(display=False) as counter:
+        fn(*args)
+    return counter.get_total_flops()
 ''', expect="the check's own helpers", gaming=True),
         Wrong("patches FlopCounterMode to agree", '''
 import torch.utils.flop_counter as _fc
@@ -290,6 +296,6 @@ _SEEN = iter([210, 480, 630, 630])
 
 def count_flops(fn, *args):
     return next(_SEEN, 0)
-''', expect="count_flops(", gaming=True),
+''', expect="hidden case 1: got 0", gaming=True),
     ],
 }
