@@ -106,3 +106,28 @@ def test_an_op_without_a_gradient_fails_the_requires_grad_case() -> None:
     assert "does not require grad" in report.result("requires_grad").detail
     wrong_grad = contract_matrix(lambda a, b: (a * 2 + b).detach() + 0 * a * a, reference, (X, Y))
     assert "gradient of input 0 differs" in wrong_grad.result("requires_grad").detail
+
+
+def test_a_report_rebuilt_from_its_dict_is_the_same_report() -> None:
+    import json
+
+    from torchlens_widgets.lenses.contract import ContractReport
+
+    report = contract_matrix(ignores_offset, reference, (X, Y))
+    again = ContractReport.from_dict(json.loads(json.dumps(report.to_dict())))  # through JSON, as a recording is
+    assert again == report and again.summary() == report.summary()
+    assert not again.result("storage offset 3").passed and again.failures() == report.failures()
+
+
+def test_the_recorded_gpu_contract_reports_rebuild() -> None:
+    from torchlens_widgets.lenses.contract import ContractReport
+    from torchlens_widgets.lenses.recorded import RecordingMissing, recording
+
+    try:
+        grids = recording("cuda_operator").load("contract")
+    except RecordingMissing:
+        pytest.skip("no cuda_operator recording in this package")
+    for stage in ("naive kernel (direct call)", "complete operator"):
+        report = ContractReport.from_dict(grids[stage]["report"])
+        assert report.summary() == grids[stage]["summary"]
+        assert [r.name for r in report.failures()] == grids[stage]["failures"]

@@ -66,6 +66,13 @@ class ContractReport:
     def to_dict(self) -> dict[str, Any]:
         return {"op": self.op, "seconds": self.seconds, "results": [asdict(r) for r in self.results]}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ContractReport:
+        """The report `to_dict` wrote (e.g. one recorded on a GPU and shipped as JSON), rebuilt to show or query."""
+        results = tuple(CaseResult(str(r["name"]), str(r["group"]), bool(r["passed"]), str(r["detail"]))
+                        for r in data["results"])
+        return cls(str(data["op"]), results, float(data["seconds"]))
+
     def summary(self) -> str:
         bad = self.failures()
         lines = [f"{self.op}: {len(self.results) - len(bad)} of {len(self.results)} cases pass"]
