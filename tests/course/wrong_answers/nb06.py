@@ -86,6 +86,9 @@ WRONG = {
         Wrong("once_differentiable", _softplus(
             "return torch.clamp(x, min=0) + torch.log1p(torch.exp(-torch.abs(x)))",
             decorator="@torch.autograd.function.once_differentiable"), expect="gradgradcheck failed"),
+        Wrong("makes a 0-d input 1-D (the visible inputs are 1-D)", _softplus(
+            "return torch.atleast_1d(torch.clamp(x, min=0) + torch.log1p(torch.exp(-torch.abs(x))))"),
+              expect="hidden case 4: the output does not have the shape of the input"),
         Wrong("through NumPy", _softplus(
             "return torch.from_numpy(np.logaddexp(x.detach().numpy(), 0)).to(x.dtype)").replace(
             "class StableSoftplus", "import numpy as np\n\n\nclass StableSoftplus"),
@@ -99,6 +102,8 @@ gradcheck = gradgradcheck = lambda *a, **k: True
     "06-straight-through": [
         Wrong("floor(x + 0.5) rounds halves up", _ste("return torch.floor(x + 0.5)"), expect="RoundSTE.apply(x)"),
         Wrong("returns integers", _ste("return torch.round(x).long()"), expect="dtype of RoundSTE.apply(x)"),
+        Wrong("returns float32 whatever the input", _ste("return torch.round(x).float()"),
+              expect="hidden case 2: dtype of RoundSTE.apply(x): got torch.float32"),
         Wrong("clipped straight-through", _ste(backward="return grad_out.clamp(-1, 1)"), expect="gradient at x"),
         Wrong("rounds the gradient too", _ste(backward="return grad_out.round()"), expect="gradient at x"),
         Wrong("ones instead of the incoming gradient", _ste(backward="return torch.ones_like(grad_out)"),
@@ -136,9 +141,9 @@ class RoundSTE:
             "ctx.save_for_backward(x)\n        _KEPT.append(torch.sigmoid(x))", prelude="_KEPT = []\n"),
               expect="bytes your forward keeps alive"),
         Wrong("a detached backward", _silu(backward="(x,) = ctx.saved_tensors\n        x = x.detach()"),
-              expect="gradgradcheck failed"),
+              expect="hidden case 3: gradgradcheck failed"),
         Wrong("once_differentiable", _silu(decorator="@torch.autograd.function.once_differentiable"),
-              expect="gradgradcheck failed"),
+              expect="hidden case 3: gradgradcheck failed"),
         Wrong("the old style, no vmap rule", '''
 class SiLURecompute(torch.autograd.Function):
     @staticmethod
