@@ -4,7 +4,8 @@ Hidden copies (`reshape` of a non-viewable tensor, `.contiguous()`, dtype casts,
 .contiguous()`) all reach the dispatcher as `clone`, `_to_copy` or `copy_`; a dispatch mode
 sees them even when the Python code never says "copy". Copies a kernel makes from C++ (softmax on a
 transposed input, a mixed-format convolution) pass below a dispatch mode; :func:`kernel_copies`
-finds those with the profiler, which records every aten call, nested ones included.
+finds those with the profiler, which records every op called through the dispatcher (nested calls included; a
+redispatch or a direct at::native call is not recorded).
 """
 
 from __future__ import annotations
