@@ -12,7 +12,8 @@ import logging
 import pytest
 import torch
 
-from torchlens_widgets.lenses.compile_trace import CompileTraceError, compile_trace
+from torchlens_widgets.lenses.compile_trace import CompileTrace, CompileTraceError, compile_trace
+from torchlens_widgets.lenses.recorded import recording
 
 
 def no_break(x):
@@ -153,3 +154,15 @@ def test_torch_logging_is_left_as_it_was() -> None:
         compile_trace(one_break, torch.randn(4), backend="eager", fullgraph=True)
     assert (list(trace_log.handlers), trace_log.level, trace_log.propagate) == before
     assert trace_log.level != logging.DEBUG or before[1] == logging.DEBUG
+
+
+def test_a_trace_rebuilds_from_its_dict() -> None:
+    """Saved data (a GPU recording) draws with show_compile: from_dict gives back what to_dict came from."""
+    trace = compile_trace(one_break, calls=[(torch.randn(4),), (torch.randn(5),)], backend="eager")
+    assert trace.breaks and trace.recompiles and trace.frames[0].guards  # every part has something to rebuild
+    data = json.loads(json.dumps(trace.to_dict()))  # as saved: tuples become lists
+    again = CompileTrace.from_dict(data)
+    assert again.to_dict() == trace.to_dict() and again.result is None
+    assert again.breaks == trace.breaks and again.frames == trace.frames and again.graphs == trace.graphs
+    recorded = CompileTrace.from_dict(recording("compile").load("compile_trace_chain")["trace"])
+    assert recorded.kernel_count == 2 and all(k.name.startswith("triton_") for k in recorded.kernels)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 from torchlens_widgets.lenses.fusion import (
     FusionError,
+    FusionReport,
     MemoryAccess,
+    Traffic,
     eager_traffic,
     fused_traffic,
     fusion_report,
@@ -15,6 +19,7 @@ from torchlens_widgets.lenses.fusion import (
     time_pair,
     vector_isa,
 )
+from torchlens_widgets.lenses.recorded import recording
 
 F32 = 4
 
@@ -219,3 +224,23 @@ def test_fused_traffic_names_the_vector_isa_its_code_was_written_for(xwb, monkey
     assert scalar.vector.bits == 0 and "scalar" in scalar.vector.describe()
     assert [a.normalised() for a in scalar.kernels[0].accesses()] == [a.normalised() for a in found]
     assert all(a.lanes is None for a in scalar.kernels[0].accesses()) and "at::vec" not in scalar.kernels[0].source
+
+
+def test_a_report_rebuilds_from_its_dict(xwb):
+    """Saved data (a GPU recording) draws with show_fusion: from_dict gives back the report to_dict came from."""
+    x = xwb[0]
+    report = fusion_report(linear_relu, x, torch.randn(COLS, 32), torch.randn(32), timed=False)
+    data = json.loads(json.dumps(report.to_dict()))  # as saved: tuples become lists
+    again = FusionReport.from_dict(data)
+    assert again == report and again.to_dict() == report.to_dict()
+    assert again.fused.vector == report.fused.vector and again.fused.kernels[1].source
+    assert Traffic.from_dict(data["eager"]) == report.eager
+
+
+def test_the_recorded_gpu_reports_rebuild():
+    rec = recording("fusion")
+    for name in ("silu_affine", "linear_relu"):
+        data = rec.load(f"fn_{name}")["report"]
+        report = FusionReport.from_dict(data)
+        assert json.loads(json.dumps(report.to_dict()))["fused"] == data["fused"] and report.fused.vector is None  # Triton: no C++ ISA
+        assert report.fused.kernels[-1].name.startswith("triton_")

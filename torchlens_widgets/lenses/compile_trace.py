@@ -17,7 +17,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -178,6 +178,31 @@ class CompileTrace:
         data = asdict(replace(self, result=None))  # asdict would deep-copy the result (tensors with grad)
         data.pop("result")
         return data
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CompileTrace:
+        """The CompileTrace whose `to_dict()` gave `d` (saved data, e.g. a GPU recording), without the call's
+        result; `show_compile` draws it."""
+        t = tuple
+
+        def frame(f: Mapping[str, Any]) -> CompiledFrame:
+            return CompiledFrame(**{**f, "guards": t(Guard(**{**g, "checks": t(g["checks"])}) for g in f["guards"]),
+                                    "seconds": dict(f["seconds"])})
+
+        def graph(g: Mapping[str, Any]) -> CapturedGraph:
+            return CapturedGraph(**{**g, "ops": t(GraphOp(**o) for o in g["ops"]), "lines": t(g["lines"]),
+                                    "inputs": t(g.get("inputs", ()))})
+
+        return cls(
+            function=d["function"], backend=d["backend"], calls=d["calls"],
+            graphs=t(graph(g) for g in d["graphs"]),
+            breaks=t(GraphBreak(**{**b, "hints": t(b["hints"])}) for b in d["breaks"]),
+            frames=t(frame(f) for f in d["frames"]),
+            recompiles=t(Recompile(**{**r, "reasons": t(r["reasons"]), "against": t(r["against"])})
+                         for r in d["recompiles"]),
+            kernels=t(Kernel(**{**k, "fused_nodes": t(k["fused_nodes"]), "lines": t(k["lines"])}) for k in d["kernels"]),
+            seconds=d["seconds"], filename=d.get("filename", ""), first_line=d.get("first_line", 0),
+            source=t(d.get("source", ())))
 
     def summary(self) -> str:
         """A few lines: graphs, breaks with their lines, recompiles with the failing guard, kernels."""

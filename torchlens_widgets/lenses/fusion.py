@@ -15,7 +15,7 @@ import math
 import re
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,6 +44,11 @@ __all__ = [
 Buffers = tuple[tuple[str, int], ...]  # (buffer label, bytes), in first-touch order
 
 
+def _buffers(pairs: Iterable[Sequence[Any]]) -> Buffers:
+    """Buffers from saved data: JSON turns each (label, bytes) pair into a list."""
+    return tuple((str(name), int(n)) for name, n in pairs)
+
+
 class FusionError(ValueError):
     """A function or input the fusion lens cannot account for, with what to do instead."""
 
@@ -61,6 +66,11 @@ class VectorISA:
         if not self.bits:
             return "no vector ISA Inductor can use here: scalar loops, one element per load"
         return f"{self.name} ({self.bits}-bit vectors: {self.float_lanes} floats per load)"
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> VectorISA:
+        """Rebuilt from `asdict` data (a `to_dict()`'s "vector"; its "text" is `describe()` again)."""
+        return cls(name=str(d["name"]), bits=int(d["bits"]), float_lanes=int(d["float_lanes"]))
 
 
 def vector_isa() -> VectorISA:
@@ -145,6 +155,12 @@ class KernelTraffic:
         """The loads and stores in this kernel's generated code (none for a library call or an eager op)."""
         return memory_accesses(self.source, lanes)
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> KernelTraffic:
+        """Rebuilt from `asdict` data (one of a `Traffic.to_dict()`'s "kernels")."""
+        return cls(name=str(d["name"]), ops=tuple(d["ops"]), reads=_buffers(d["reads"]), writes=_buffers(d["writes"]),
+                   source=str(d.get("source", "")))
+
 
 @dataclass(frozen=True)
 class Traffic:
@@ -191,6 +207,16 @@ class Traffic:
                  intermediate_bytes=self.intermediate_bytes)
         return d
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Traffic:
+        """The Traffic whose `to_dict()` gave `d` (saved data, e.g. a GPU recording); the derived counts in `d`
+        are recomputed, not read."""
+        vector = d.get("vector")
+        return cls(mode=str(d["mode"]), kernels=tuple(KernelTraffic.from_dict(k) for k in d["kernels"]),
+                   inputs=tuple(d["inputs"]), outputs=tuple(d["outputs"]), intermediates=_buffers(d["intermediates"]),
+                   graph_breaks=int(d.get("graph_breaks", 0)),
+                   vector=VectorISA.from_dict(vector) if vector is not None else None)
+
 
 @dataclass(frozen=True)
 class FusionReport:
@@ -218,6 +244,12 @@ class FusionReport:
         return {"function": self.function, "eager": self.eager.to_dict(), "fused": self.fused.to_dict(),
                 "eager_ms": self.eager_ms, "fused_ms": self.fused_ms, "bytes_ratio": self.bytes_ratio,
                 "speedup": self.speedup}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FusionReport:
+        """The FusionReport whose `to_dict()` gave `d` (saved data, e.g. a GPU recording); `show_fusion` draws it."""
+        return cls(function=str(d["function"]), eager=Traffic.from_dict(d["eager"]), fused=Traffic.from_dict(d["fused"]),
+                   eager_ms=d.get("eager_ms"), fused_ms=d.get("fused_ms"))
 
     def summary(self) -> str:
         timed = (f"; {self.eager_ms:.2f} ms eager, {self.fused_ms:.2f} ms fused ({self.speedup:.1f}x)"
