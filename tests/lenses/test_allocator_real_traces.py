@@ -77,3 +77,20 @@ def test_decisions_are_relative_to_segments_in_order_of_appearance() -> None:
              {"action": "free_requested", "addr": 9010, "size": 5}]
     assert decisions(trace) == [("segment_alloc", 100, 0, 0), ("alloc", 5, 0, 10), ("segment_alloc", 50, 1, 0),
                                 ("alloc", 5, 1, 0)]
+
+
+def test_a_replay_under_other_settings_never_overlaps_segments() -> None:
+    """Recorded cudaMalloc addresses and the simulator's own can meet when the settings change the segments made."""
+    def variable_batches() -> list[dict[str, Any]]:
+        sim = CachingAllocatorSim()
+        kept = []
+        for m in (30, 26, 35, 24, 33, 37, 28):
+            x, hidden = sim.malloc(m * MiB + 123 * 1024), sim.malloc(m * MiB + 123 * 1024)
+            kept.append(sim.malloc(2 * MiB))
+            sim.free(x)
+            sim.free(hidden)
+        return sim.trace()
+
+    sim = replay(variable_batches(), capacity=150 * MiB, max_split_size_mb=20)
+    spans = sorted((s["address"], s["address"] + s["total_size"]) for s in sim.segments())
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:], strict=False))

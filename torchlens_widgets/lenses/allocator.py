@@ -564,6 +564,7 @@ class CachingAllocatorSim:
         self._next_handle = 1
         self._next_addr = BASE_ADDRESS
         self._driver_addresses: deque[int] = deque()  # replay: the recorded cudaMalloc results, in order
+        self._foreign_addresses = False  # a segment sits at a recorded address, not one this simulator chose
         self._gc_calls = [0, 0]  # get_free_block calls per pool (large, small): the clock of block ages
         self._reserved = 0
         n_stats = 3 * len(_STAT_NAMES)
@@ -843,8 +844,13 @@ class CachingAllocatorSim:
         while self._driver_addresses:
             addr = self._driver_addresses.popleft()
             if not any(s.addr < addr + size and addr < s.addr + s.size for s in self._segments.values()):
+                self._foreign_addresses = True
                 return addr
         addr = self._next_addr
+        if self._foreign_addresses:  # a recorded address may sit where the next one would go: step past it
+            for seg in sorted(self._segments.values(), key=lambda seg: seg.addr):
+                if seg.addr < addr + size and addr < seg.addr + seg.size:
+                    addr = -(-(seg.addr + seg.size) // ROUND_LARGE) * ROUND_LARGE
         self._next_addr = addr + -(-size // ROUND_LARGE) * ROUND_LARGE
         return addr
 
