@@ -3,13 +3,15 @@ low-precision value probe."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from torchlens_widgets.lenses.autocast import AutocastError, autocast_trace, dtypes_ran, probe_values
+from torchlens_widgets.lenses.autocast import AutocastError, AutocastTrace, autocast_trace, dtypes_ran, probe_values
+from torchlens_widgets.lenses.recorded import RecordingMissing, recording
 
 
 def mixed(x, w, b):
@@ -73,6 +75,21 @@ def test_to_dict_and_lookup(xwb):
     assert d["cast_count"] == t.cast_count and d["calls"][0]["cast"] is True
     with pytest.raises(KeyError, match="no call 'conv2d'"):
         t.call("conv2d")
+
+
+def test_from_dict_rebuilds_a_trace_and_reads_the_gpu_recording(xwb):
+    t = autocast_trace(mixed, *xwb)
+    again = AutocastTrace.from_dict(json.loads(json.dumps(t.to_dict())))  # through JSON: tuples come back as lists
+    assert again == t and again.summary() == t.summary()
+    try:
+        rec = recording("precision")
+    except RecordingMissing:
+        pytest.skip("no GPU recording of the precision topic in this package")
+    for dtype in ("float16", "bfloat16"):
+        data = rec.load(f"autocast_{dtype}")
+        cuda = AutocastTrace.from_dict(data["trace"])
+        assert (cuda.device, cuda.dtype) == ("cuda", dtype) and cuda.summary() == data["summary"]
+        assert json.loads(json.dumps(cuda.to_dict())) == data["trace"]
 
 
 def test_bad_input_gets_advice():

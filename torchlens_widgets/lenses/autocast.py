@@ -13,7 +13,7 @@ the same autocast with its floating inputs all in the low dtype, all in float32,
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -78,6 +78,14 @@ class AutocastTrace:
             c["cast"] = call.cast
         d["cast_count"] = self.cast_count
         return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AutocastTrace:
+        """The trace `to_dict` wrote (a recorded one, say), rebuilt: `cast` and `cast_count` are recomputed."""
+        calls = tuple(AutocastCall(index=int(c["index"]), name=str(c["name"]), inputs=tuple(c["inputs"]),
+                                   outputs=tuple(c["outputs"]), ran_as=tuple(c["ran_as"]), casts=tuple(c["casts"]),
+                                   policy=str(c["policy"])) for c in d["calls"])
+        return cls(function=str(d["function"]), device=str(d["device"]), dtype=str(d["dtype"]), calls=calls)
 
     def summary(self) -> str:
         lines = [f"{self.function} under autocast({self.device}, {self.dtype}): {len(self.calls)} call(s), "
