@@ -263,10 +263,13 @@ def engine_order(root):
         h.remove()
     return order
 ''', expect="which this exercise asks you not to use", gaming=True),
-        Wrong("calls the test cell's helpers", '''
+        Wrong("calls the lens through the check's module", '''
+from torchlens_widgets.course.exercises import n05 as _n05
+
+
 def engine_order(root):
-    g = _grad_graph(root)
-    return [g.fns[i] for i in _record_backward(root, graph=g).order]
+    g = _n05.grad_graph(root)
+    return [g.fns[i] for i in _n05.record_backward(root, graph=g).order]
 ''', expect="which this exercise asks you not to use", gaming=True),
         Wrong("memoises its first answer", _COUNT_EDGES + '''
 _MEMO = []
@@ -362,10 +365,26 @@ def gate_fixed(x, w):
     out.relu_()
     return out
 ''', expect="stepped outside", gaming=True),
-        Wrong("returns the test's reference", '''
+        Wrong("returns the check's reference", '''
+from torchlens_widgets.course.exercises import n05 as _n05
+
+
 def gate_fixed(x, w):
-    return _gate_expected(x, w)
+    return _n05._gate_expected(x, w)
 ''', expect="the check's own helpers", gaming=True),
+        Wrong("out of place when graded, the two in-place ops when its copies are counted", '''
+_CALLS = [0]
+
+
+def gate_fixed(x, w):
+    _CALLS[0] += 1
+    h = x @ w
+    if _CALLS[0] % 2:
+        h = h * 0.5
+        return torch.relu(h * (torch.sigmoid(h) * 2))
+    h.mul_(0.5)
+    return h.relu_()
+''', expect="gate_fixed(x, w), called again to count its copies", gaming=True),
         Wrong("leaves a mode entered that hides clones", '''
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -419,7 +438,7 @@ def scale_input_grad(node, slot, factor):
         if grad_inputs[slot] is not None:
             grad_inputs[slot].mul_(factor)
     return node.register_hook(hook)
-''', expect="Add sends one gradient"),
+''', expect="hidden case 2: gradient of leaf"),
         Wrong("crashes on a slot that needs no gradient", '''
 def scale_input_grad(node, slot, factor):
     def hook(grad_inputs, grad_outputs):
@@ -428,10 +447,13 @@ def scale_input_grad(node, slot, factor):
         return tuple(grads)
     return node.register_hook(hook)
 ''', expect="TypeError"),
-        Wrong("a hook that uses the test's helper", '''
+        Wrong("a hook that uses the check's helper", '''
+from torchlens_widgets.course.exercises import n05 as _n05
+
+
 def scale_input_grad(node, slot, factor):
     def hook(grad_inputs, grad_outputs):
-        return tuple(_mixed(g, factor) if (i == slot and g is not None) else g for i, g in enumerate(grad_inputs))
+        return tuple(_n05._mixed(g, factor) if (i == slot and g is not None) else g for i, g in enumerate(grad_inputs))
     return node.register_hook(hook)
 ''', expect="the check's own helpers", gaming=True),
         Wrong("rebinds the lens to report a hook", '''
@@ -506,7 +528,8 @@ def scale_input_grad(node, slot, factor):
 '''), expect="has grad"),
         Wrong("relu passes the gradient at 0", _value_with(_TOPO_BACKWARD, (
             "self.grad += (1.0 if self.data > 0 else 0.0) * out.grad",
-            "self.grad += (1.0 if self.data >= 0 else 0.0) * out.grad")), expect="has grad"),
+            "self.grad += (1.0 if self.data >= 0 else 0.0) * out.grad")),
+            expect="hidden case 3: 1 gradient differs from torch's; the first one has grad"),
         Wrong("tanh derivative from the input", _value_with(_TOPO_BACKWARD, (
             "self.grad += (1.0 - t * t) * out.grad", "self.grad += (1.0 - self.data * self.data) * out.grad")),
             expect="has grad"),
@@ -549,10 +572,12 @@ def scale_input_grad(node, slot, factor):
             v.grad = 0.0 if g is None else g.item()
         self.grad = 1.0
 ''', expect="which this exercise asks you not to use", gaming=True),
-        Wrong("calls the test's torch runner", _VALUE_BASE + '''
+        Wrong("calls the check's torch runner", _VALUE_BASE + '''
     def backward(self):
+        from torchlens_widgets.course.exercises import n05 as _n05
+
         self.grad = 1.0
-        _run_program([1.0], [], lambda v: v)
+        _n05._torch_gradients([1.0], [], lambda leaves, prog, make: [make(v) for v in leaves])
 ''', expect="the check's own helpers", gaming=True),
     ],
 }
