@@ -180,24 +180,35 @@ def prefetch(t: Topic) -> dict[str, Any]:
 
 
 FAULTY = """
+import time
 import torch
 dev = "cuda" if torch.cuda.is_available() else "cpu"
 x = torch.arange(4.0, device=dev)
 bad = torch.tensor([7], device=dev)
+if WARM:                                 # the step's kernels on a valid index first: loaded before the fault
+    ok = torch.tensor([1], device=dev)
+    (x[ok] * 2).sum().item()
 if dev == "cuda":
     torch.cuda.synchronize()
 reached = "nothing"
+t0 = time.perf_counter()
+times = {}
 try:
     if dev == "cuda":
         torch.cuda._sleep(500_000_000)
+    times["sleep queued"] = time.perf_counter() - t0
     y = x[bad]
+    times["faulty line returned"] = time.perf_counter() - t0
     reached = "the faulty line"
     z = (y * 2).sum()
+    times["next launch returned"] = time.perf_counter() - t0
     reached = "two more launches"
     z.item()
     reached = "the sync"
 except (RuntimeError, IndexError) as err:
     print("raised after:", reached, "|", str(err).splitlines()[0])
+times["raised or done"] = time.perf_counter() - t0
+print("seconds:", {k: round(v, 4) for k, v in times.items()})
 """
 
 
@@ -249,8 +260,9 @@ def record(t: Topic) -> None:
     with t.step("a device-side error, with and without CUDA_LAUNCH_BLOCKING (cell 38)") as e:
         env = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"}
         runs = {}
-        for blocking in (False, True):
-            child_env = {**env, "CUDA_LAUNCH_BLOCKING": "1"} if blocking else {**env, "CUDA_LAUNCH_BLOCKING": "0"}
-            runs["CUDA_LAUNCH_BLOCKING=1" if blocking else "unset"] = t.run_child(FAULTY, env=child_env, timeout=120)
+        for name, blocking, warm in (("unset", False, False), ("CUDA_LAUNCH_BLOCKING=1", True, False),
+                                     ("unset, kernels loaded first", False, True)):
+            child_env = {**env, "CUDA_LAUNCH_BLOCKING": "1" if blocking else "0", "CUDA_MODULE_LOADING": "LAZY"}
+            runs[name] = t.run_child(f"WARM = {warm}\n" + FAULTY, env=child_env, timeout=120)
         e["lines"] = {k: [ln for ln in v["stdout"].splitlines() if ln.startswith("raised after:")] for k, v in runs.items()}
         t.json("faulty_step", {"program": FAULTY, "runs": runs})
