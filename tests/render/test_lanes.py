@@ -150,3 +150,25 @@ def test_truncation_and_bad_input() -> None:
         lanes_model(sim.timeline(), width=100)
     empty = lanes_model(StreamSim().timeline())
     assert empty["end"] == 0 and empty["host"] == [] and ET.fromstring(lanes_svg(empty)) is not None
+
+
+def test_sync_labels_too_close_for_two_rows_share_one_label() -> None:
+    """Syncs a few pixels apart: labels go to the first free row, and one that finds no room is counted in the
+    label of its namesake ("name ×2") instead of being printed over another."""
+    from torchlens_widgets.lenses.asyncexec import StreamSim
+    from torchlens_widgets.render.axis import CHAR_W
+    from torchlens_widgets.render.lanes import lanes_model, lanes_svg
+
+    sim = StreamSim(launch_overhead_us=5)
+    sim.launch("matmul", 3000)
+    sim.item("aten::item")
+    for _ in range(3):
+        sim.synchronize()
+    m = lanes_model(sim.timeline())
+    labels = [s["label"] for s in m["syncs"]]
+    assert labels.count("") == 1 and labels.count("torch.cuda.synchronize() ×2") == 1, labels
+    spans = sorted((s["row"], s["x"] - len(s["label"]) * CHAR_W if s["anchor"] == "end" else s["x"],
+                    s["x"] if s["anchor"] == "end" else s["x"] + len(s["label"]) * CHAR_W)
+                   for s in m["syncs"] if s["label"])
+    assert all(a[2] <= b[1] for a, b in zip(spans, spans[1:], strict=False) if a[0] == b[0])   # no overlap in a row
+    assert lanes_svg(m).count("×2") == 1

@@ -140,7 +140,6 @@ def child(name: str, path: str, dry: bool) -> None:
     cuda.start_history()
     fn(dev, cuda)
     snap = cuda.snapshot()
-    snap["scenario"] = name
     with gzip.open(path, "wb") as f:
         pickle.dump(_strip_frames(snap), f)
     print(json.dumps({"segments": len(snap["segments"]),

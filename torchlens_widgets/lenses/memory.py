@@ -98,6 +98,9 @@ _SEGMENT_KEYS = frozenset(
 _BLOCK_KEYS = frozenset("address size requested_size state frames".split())
 _EVENT_KEYS = frozenset("action addr size stream time_us frames device_free".split())
 _TOP_KEYS = frozenset(("segments", "device_traces", "allocator_settings"))
+# torch's own keys this lens does not draw: kept in .extra without a note (external_annotations, torch ≥ 2.6:
+# the annotations recorded with the trace)
+_TORCH_KEYS_KEPT = frozenset(("external_annotations",))
 
 
 class SnapshotError(ValueError):
@@ -841,8 +844,9 @@ def _parse(raw: Mapping[str, Any], device: int | None) -> MemorySnapshot:
     events = [_parse_event(x, k, notes) for k, x in enumerate(trace)]
     settings = raw.get("allocator_settings")
     extra = {k: v for k, v in raw.items() if k not in _TOP_KEYS}
-    if extra:
-        notes.append(f"kept unknown top-level keys in .extra: {sorted(map(str, extra))}")
+    unknown = sorted(str(k) for k in extra if k not in _TORCH_KEYS_KEPT)
+    if unknown:
+        notes.append(f"kept unknown top-level keys in .extra: {unknown}")
     return MemorySnapshot(
         [s for s in segs_all if s.device == device],
         events,

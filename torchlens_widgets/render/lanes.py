@@ -15,7 +15,9 @@ Model schema (version 1):
    host:  [{x, w, y, h, state, label, sync, start, end}],
    device: [{x, w, y, h, lane, name, short, kind, op, start, end, launched_at}],
    links: [{x1, y1, x2, y2}]            launch call on the host → start of its work on the device
-   syncs: [{x, x_end, y, row, anchor ("start" | "end": label kept inside the picture), name, kind, explicit, call, stream, start, end, waited, waited_for}],
+   syncs: [{x, x_end, y, row, anchor ("start" | "end": label kept inside the picture), label (the name; "name ×k"
+            when k syncs of that name sit too close for a label each; "" for the ones it counts), count, name, kind,
+            explicit, call, stream, start, end, waited, waited_for}],
    marks: [{x, y, h, lane, name, what, time}],
    summary: {host_running, host_blocked, busy: {lane id: µs}, kernels, syncs, hidden, explicit},
    notes: [str]}
@@ -156,13 +158,34 @@ def lanes_model(lanes: Any, *, width: int = 960, max_spans: int = 1000, links: b
     if links and len(device) <= 300:
         link_list = [{"x1": x(k["launched_at"]), "y1": HOST_Y + LANE_H, "x2": k["x"], "y2": k["y"]}
                      for k in device if k["launched_at"] is not None]
-    syncs = []
-    for i, s in enumerate(d["syncs"]):
+    syncs: list[dict[str, Any]] = []
+    row_end = [-math.inf] * len(SYNC_ROWS)  # where each label row's last label ends
+    row_last: list[dict[str, Any] | None] = [None] * len(SYNC_ROWS)
+    for s in d["syncs"]:
         sx = x(s["start"])
-        anchor = "end" if sx + len(s["name"]) * CHAR_W > width - RIGHT else "start"  # keep labels inside
-        syncs.append({"x": sx, "x_end": x(s["end"]), "y": SYNC_ROWS[i % 2], "row": i % 2, "anchor": anchor,
-                      **{k: s[k] for k in ("name", "kind", "explicit", "call", "stream", "start", "end", "waited",
-                                           "waited_for")}})
+        span = len(s["name"]) * CHAR_W
+        anchor = "end" if sx + span > width - RIGHT else "start"  # keep labels inside
+        lo = sx - span if anchor == "end" else sx
+        entry: dict[str, Any] = {"x": sx, "x_end": x(s["end"]), "anchor": anchor, "label": s["name"], "count": 1,
+                                 **{k: s[k] for k in ("name", "kind", "explicit", "call", "stream", "start", "end",
+                                                      "waited", "waited_for")}}
+        free = [r for r in range(len(SYNC_ROWS)) if row_end[r] + CHAR_W <= lo]
+        same = [r for r in range(len(SYNC_ROWS)) if (last := row_last[r]) is not None and last["name"] == s["name"]]
+        if free:
+            row = free[0]
+        elif same:  # no room for another label: the one just before it with the same name counts both
+            row = same[0]
+            last = row_last[row]
+            if last is not None:
+                last["count"] += 1
+                last["label"] = f"{last['name']} ×{last['count']}"
+                entry["label"] = ""
+        else:
+            row = min(range(len(SYNC_ROWS)), key=row_end.__getitem__)
+        entry.update(y=SYNC_ROWS[row], row=row)
+        if entry["label"]:
+            row_end[row], row_last[row] = (sx if anchor == "end" else sx + span), entry
+        syncs.append(entry)
     marks = [{"x": x(m["time"]), "y": lane_y[f"d{m['device']}:s{m['stream']}"], "h": LANE_H,
               "lane": f"d{m['device']}:s{m['stream']}", "name": m["name"], "what": m["what"], "time": m["time"]}
              for m in d["marks"]]
@@ -283,7 +306,8 @@ def lanes_svg(lanes: Any) -> str:
                    f'<title>{_esc(tip)}</title>'
                    f'<line x1="{s["x"]}" y1="{s["y"] + 2}" x2="{s["x"]}" y2="{bottom}" '
                    f'stroke-dasharray="{"none" if s["explicit"] else "3,2"}"/>'
-                   f'<text x="{s["x"]}" y="{s["y"]}" text-anchor="{s["anchor"]}">{_esc(s["name"])}</text></g>')
+                   + (f'<text x="{s["x"]}" y="{s["y"]}" text-anchor="{s["anchor"]}">{_esc(s["label"])}</text>'
+                      if s["label"] else "") + '</g>')
     for m_ in m["marks"]:
         out.append(f'<g class="tlw-mark tlw-{m_["what"]}"><title>{_esc(m_["what"] + " " + m_["name"])} at '
                    f'{_fmt(m_["time"])} µs</title><line x1="{m_["x"]}" y1="{m_["y"] - 3}" x2="{m_["x"]}" '
