@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +210,21 @@ class Topic:
                 raise
         finally:
             entry["seconds"] = round(time.perf_counter() - t0, 3)
+
+    def chrome_trace(self, fn: Callable[[], object], *, record_shapes: bool = False) -> dict[str, Any]:
+        """Profile `fn` (CPU and, on a GPU, CUDA activity; one synchronize after it) and return its Chrome trace."""
+        from torch.profiler import ProfilerActivity, profile
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if not self.dry else [])
+        self.cuda.synchronize()
+        with profile(activities=activities, record_shapes=record_shapes) as prof:
+            fn()
+            self.cuda.synchronize()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            prof.export_chrome_trace(path)
+            with open(path) as f:
+                return json.load(f)
 
     def run_child(self, code: str, *, env: dict[str, str] | None = None, timeout: float = 120) -> dict[str, Any]:
         """Run `code` in a fresh Python (a new CUDA context); returns its exit code, stdout and stderr."""

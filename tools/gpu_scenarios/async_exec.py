@@ -8,34 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
-import tempfile
 import time
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from record_gpu import Topic
 
 SYNC = "synchronizing CUDA operation"
-
-
-def chrome_trace(t: Topic, fn: Callable[[], object]) -> dict[str, Any]:
-    """Profile `fn` (CPU + CUDA activity, one synchronize after it) and return the Chrome trace as data."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if not t.dry else [])
-    t.cuda.synchronize()
-    with profile(activities=activities) as prof:
-        fn()
-        t.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            return json.load(f)
 
 
 def lanes_summary(trace: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +130,7 @@ def pinned_vs_pageable(t: Topic) -> dict[str, Any]:
         queued = not torch.cuda.current_stream().query() if not t.dry else False
         t.cuda.synchronize()
         out[name] = {"call_ms": call_ms, "still_queued": queued}
-        out[f"{name}_trace"] = chrome_trace(t, lambda src=src: dst.copy_(src, non_blocking=True))
+        out[f"{name}_trace"] = t.chrome_trace(lambda src=src: dst.copy_(src, non_blocking=True))
     return out
 
 
@@ -174,7 +155,7 @@ def prefetch(t: Topic) -> dict[str, Any]:
 
     step()
     t.cuda.synchronize()
-    trace = chrome_trace(t, lambda: [step() for _ in range(3)])
+    trace = t.chrome_trace(lambda: [step() for _ in range(3)])
     right = bool(torch.equal(step(), host_batch.to(t.device) @ w))
     return {"correct": right, "trace": trace}
 
@@ -229,7 +210,7 @@ def record(t: Topic) -> None:
             from torchlens_widgets.lenses.asyncexec import find_syncs
 
             found = [{"op": f.op, "message": f.message, "stack": list(f.stack)} for f in find_syncs(loop_body, x)]
-        trace = chrome_trace(t, lambda: loop_body(x))
+        trace = t.chrome_trace(lambda: loop_body(x))
         t.json("loop_body", {"find_syncs": found, "trace": trace})
         e["syncs"] = len(found)
     with t.step("step with a hidden .item() (cell 54)") as e:
@@ -241,7 +222,7 @@ def record(t: Topic) -> None:
             return xg * value
 
         step()
-        trace = chrome_trace(t, step)
+        trace = t.chrome_trace(step)
         t.json("item_step", trace)
         with contextlib.suppress(Exception):
             e["lanes"] = {k: v for k, v in lanes_summary(trace).items() if k == "syncs"}

@@ -8,10 +8,7 @@ The Chrome traces are kept whole (gzip JSON, `with_stack` off to keep them small
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -46,22 +43,6 @@ def fast_step(model: torch.nn.Module, raw: torch.Tensor, labels: torch.Tensor) -
     return loss
 
 
-def profiled(t: Topic, fn: Callable[[], object]) -> dict[str, Any]:
-    """Chrome trace of `fn` (CPU + CUDA activity, input shapes recorded, no stacks) after one synchronize."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if not t.dry else [])
-    t.cuda.synchronize()
-    with profile(activities=activities, record_shapes=True) as prof:
-        fn()
-        t.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "trace.json")
-        prof.export_chrome_trace(path)
-        with open(path) as f:
-            return json.load(f)
-
-
 def shape_of(trace: dict[str, Any]) -> dict[str, Any]:
     """What the trace holds: events per category, threads, flows, and the device's idle time between kernels."""
     events = trace.get("traceEvents", [])
@@ -88,7 +69,7 @@ def record(t: Topic) -> None:
                 model.zero_grad()
                 step(model, raw, labels)
             model.zero_grad()
-            trace = profiled(t, lambda step=step: step(model, raw, labels))
+            trace = t.chrome_trace(lambda step=step: step(model, raw, labels), record_shapes=True)
             e["shape"] = shape_of(trace)
             t.json(name, trace)
             e["bytes"] = (t.dir / f"{name}.json.gz").stat().st_size
