@@ -62,6 +62,14 @@ WRONG = {
         Wrong("calls at::relu", _relu("  return at::relu(x);", "#include <ATen/ops/relu.h>"), "aten::relu", gaming=True),
         Wrong("reads one element even from an empty input", _relu("  at::Tensor xc = x.contiguous();" + _RELU_LOOP.replace(
             "i < xc.numel()", "i < 1")), "crashed the build process on its first call"),
+        # ATen's CPU kernel called directly: no dispatcher, so no profiler event; the library's symbols show it
+        Wrong("calls at::cpu::clamp_min, past the dispatcher", _relu("  return at::cpu::clamp_min(x.contiguous(), 0);",
+              "#include <ATen/ops/clamp_min_cpu_dispatch.h>"), "relu_loop's compiled code calls at::cpu::clamp_min",
+              gaming=True),
+        # right for every input at storage offset 0 (all visible ones, and every .contiguous() copy)
+        Wrong("reads from the start of the storage, not at the tensor's offset", _relu(
+            "  at::Tensor xc = x.contiguous();" + _RELU_LOOP.replace(
+                "xc.data_ptr<float>()", "static_cast<const float*>(xc.storage().data())")), "relu_loop(hidden case 2)"),
     ],
     "09-input-checks": [
         Wrong("no checks", _scale(""), "an int64 tensor"),
@@ -90,5 +98,9 @@ WRONG = {
               "values differ"),
         Wrong("column maxima", _rowmax(_ROWMAX_LOOP.replace("x.size(0), cols = x.size(1)", "x.size(1), cols = x.size(0)")
               .replace("a[i][j]", "a[j][i]")), "row_max(a 5x7 tensor)"),
+        # the loop only for the 8x8 input the old check profiled, amax for every other input
+        Wrong("loops only for the input the recorder profiles", _rowmax(
+            "  if (x.size(0) != 8 || x.size(1) != 8) return x.amax(1);\n" + _ROWMAX_LOOP,
+            "#include <limits>\n#include <ATen/ops/amax.h>"), "row_max's compiled code calls aten::amax", gaming=True),
     ],
 }
