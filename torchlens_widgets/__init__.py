@@ -100,4 +100,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_WHERE))
 
 
+# From here on, each module the graded checks trust is noted as it is imported, before an answer cell can patch it.
+import_module(".course.trusted", __name__).install()
 _note_torch()

@@ -35,6 +35,7 @@ from . import integrity
 from .markers import HIDDEN_PLACEHOLDER, STUB_MESSAGE
 from .progress import ProgressStore
 from .recording import Recording, record
+from .trusted import LENSES, GraderClass
 
 __all__ = ["Check", "CheckFailed", "Hint", "check", "strict_mismatch"]
 
@@ -156,17 +157,41 @@ def strict_mismatch(
         if type(got) not in _PLAIN_TENSOR_TYPES:
             return f"{path}: expected a plain torch.Tensor, got {_describe(got)}"
         if got.dtype != expected.dtype:
-            return f"{path}: expected dtype {expected.dtype}, got {got.dtype}"
+            return f"{path}: {differs(f'dtype {expected.dtype}', f'dtype {got.dtype}')}"
         if tuple(got.shape) != tuple(expected.shape):
-            return f"{path}: expected shape {list(expected.shape)}, got {list(got.shape)}"
+            return f"{path}: {differs(f'shape {list(expected.shape)}', f'shape {list(got.shape)}')}"
         with integrity.clean():
             if rel_tol > 0 and expected.is_floating_point():
                 atol = rel_tol if abs_tol is None else abs_tol
                 ok = integrity.trusted_allclose(got.detach(), expected.detach(), rtol=rel_tol, atol=atol)
             else:
                 ok = integrity.trusted_equal(got.detach(), expected.detach())
-        return None if ok else f"{path}: values differ from the expected tensor"
+        return None if ok else f"{path}: values differ from the expected tensor" + _where_they_differ(
+            got.detach(), expected.detach(), rel_tol if rel_tol > 0 and expected.is_floating_point() else 0.0,
+            abs_tol, show_expected)
     raise TypeError(f"strict_mismatch cannot compare against {te.__name__}; use a plain type or a tensor")
+
+
+def _where_they_differ(got: torch.Tensor, expected: torch.Tensor, rel_tol: float, abs_tol: float | None,
+                       show_expected: bool) -> str:
+    """' at N of M elements; the first at index (i, j): expected E, got G' (the expected value left out when
+    secret), computed with torch's own functions and modes cleared."""
+    with integrity.clean():
+        if rel_tol > 0:
+            atol = rel_tol if abs_tol is None else abs_tol
+            close = integrity.trusted_isclose(got, expected, rtol=rel_tol, atol=atol, equal_nan=True)
+        else:
+            close = integrity.trusted_eq(got, expected) | (integrity.trusted_isnan(got) & integrity.trusted_isnan(expected)) \
+                if expected.is_floating_point() or expected.is_complex() else integrity.trusted_eq(got, expected)
+        wrong = integrity.trusted_nonzero(integrity.trusted_logical_not(close))
+        count, total = int(wrong.shape[0]), expected.numel()
+        if count == 0:
+            return ""
+        index = tuple(int(i) for i in wrong[0].tolist())
+        g, e = got[index].item(), expected[index].item()
+    where = f"[{', '.join(map(str, index))}]"
+    said = f"expected {e!r}, got {g!r}" if show_expected else f"got {g!r}"
+    return f" at {count} of {total} elements; the first at index {where}: {said}"
 
 
 def _count_wrong(got: Any, expected: Any, what: str, rel_tol: float, abs_tol: float | None) -> str | None:
@@ -196,7 +221,12 @@ def _tiers(hint: Hint) -> list[str]:
     return [h for h in hint if isinstance(h, str) and h]
 
 
-class Check:
+# What the checks call, captured now: rebinding integrity.tampering or time.perf_counter later changes nothing here.
+_tampering = integrity.tampering
+_clock = time.perf_counter
+
+
+class Check(metaclass=GraderClass):
     """Assertions for one graded item; each failure raises CheckFailed with feedback that teaches."""
 
     def __init__(self, grade_id: str, points: float, notebook: str | None) -> None:
@@ -239,8 +269,8 @@ class Check:
         if condition is not True:
             self.fail(message, hint)
 
-    def _guard(self) -> None:
-        found = integrity.tampering()
+    def _guard(self, _tampering: Callable[..., list[str]] = _tampering) -> None:
+        found = _tampering(inside=True)
         if found:
             self.fail(_tamper_message(found))
 
@@ -271,6 +301,26 @@ class Check:
         if type(got) not in _PLAIN_TENSOR_TYPES:
             self.fail(f"{what}: expected a plain torch.Tensor, got {_describe(got)}")
         return got
+
+    def plain(self, got: Any, what: str = "answer", depth: int = 6) -> Any:
+        """`got` as plain builtins and plain tensors, rebuilt through the builtin types themselves: an object of the
+        learner's own class (a dict whose `__getitem__` looks around, a Tensor subclass with its own `.double()`)
+        fails here, before the check uses it. Returns the plain copy (tensors are the same objects)."""
+        t = type(got)
+        if got is None or t in (bool, int, float, str, bytes, complex, torch.dtype, torch.device, torch.Size):
+            return got
+        if t in _PLAIN_TENSOR_TYPES:
+            return got
+        if depth and t is dict:
+            return {self.plain(k, f"{what} key", depth - 1): self.plain(v, f"{what}[{k!r}]", depth - 1)
+                    for k, v in dict.items(got)}
+        if depth and t in (list, tuple, set, frozenset):
+            return t(self.plain(v, f"{what}[{i}]", depth - 1) for i, v in enumerate(t.__iter__(got)))
+        kind = "tensor" if isinstance(got, torch.Tensor) else next(
+            (b.__name__ for b in (dict, list, tuple, set, frozenset, int, float, str) if isinstance(got, b)), None)
+        self.fail(f"{what}: got an object of type {t.__name__}" + (
+            f" (a subclass of {kind}); return a plain {kind}" if kind else
+            "; return plain Python values (numbers, strings, lists, tuples, dicts, sets) or tensors"))
 
     def same_layout(
         self, got: Any, expected: torch.Tensor, what: str = "tensor", values: bool = True, hint: Hint = None
@@ -467,19 +517,31 @@ class Check:
         return ops_inside(fn, *args)
 
     def faster(
-        self, fast: Callable[[], Any], slow: Callable[[], Any], at_least: float, what: str = "your version",
-        repeat: int = 7, hint: Hint = None,
+        self, fast: Callable[..., Any], slow: Callable[..., Any], at_least: float, what: str = "your version",
+        repeat: int = 7, hint: Hint = None, inputs: Callable[[], tuple[Any, ...]] | None = None,
+        rel_tol: float = 1e-5,
     ) -> float:
-        """`fast` must beat `slow` by `at_least`× (best-of-`repeat` wall time, interleaved). Returns the ratio."""
+        """`fast` must beat `slow` by `at_least`× (best-of-`repeat` wall time, interleaved, on the clock captured at
+        import). Returns the ratio. With `inputs` (fresh arguments on each call, made outside the timing) each timed
+        call gets inputs of its own, so a cache keyed on them cannot answer, and every timed result of `fast` must
+        equal `slow`'s on the same inputs (within `rel_tol`)."""
+        self._guard()
         best_fast, best_slow = math.inf, math.inf
-        fast(), slow()  # warm up
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            fast()
-            t1 = time.perf_counter()
-            slow()
-            t2 = time.perf_counter()
+        args = inputs() if inputs is not None else ()
+        fast(*args), slow(*args)  # warm up
+        for round_ in range(repeat):
+            args = inputs() if inputs is not None else ()
+            t0 = _clock()
+            got = fast(*args)
+            t1 = _clock()
+            want = slow(*args)
+            t2 = _clock()
             best_fast, best_slow = min(best_fast, t1 - t0), min(best_slow, t2 - t1)
+            if inputs is not None:
+                m = strict_mismatch(got, want, f"{what} (timed call {round_ + 1}, on fresh inputs)", rel_tol)
+                if m:
+                    self.fail(m + ": the calls this check times must compute the answer", hint)
+        self._guard()  # nothing patched while the clock ran
         ratio = best_slow / max(best_fast, 1e-9)
         if ratio < at_least:
             self.fail(f"{what} is {ratio:.2f}× as fast as the original; the target is {at_least}×", hint)
@@ -565,7 +627,7 @@ def _raised_in(exc: BaseException, filename: str) -> bool:
     return last is not None and last.tb_frame.f_code.co_filename == filename
 
 
-class check:
+class check(metaclass=GraderClass):
     """Context manager for one graded item: `with check("02-strides", points=2) as c: ...`."""
 
     def __init__(self, grade_id: str, points: float = 1, notebook: str | None = None) -> None:
@@ -585,9 +647,8 @@ class check:
         failure.summary = f"{self.c.grade_id} failed, 0/{self._points()}"
         return failure
 
-    def _fail_if_tampered(self) -> None:
-        _protect_lazy_lenses()
-        found = integrity.tampering()
+    def _fail_if_tampered(self, _tampering: Callable[..., list[str]] = _tampering) -> None:
+        found = _tampering()
         if found:
             message = _tamper_message(found)
             self._report_failure(message)
@@ -664,20 +725,9 @@ class check:
 
 
 _EXERCISES: list[str] = []  # the exercise modules' files (`_protect_package` fills it)
-_TRUSTED_LENSES = ("allocator", "asyncexec", "autocast", "autograd", "capstone", "compile_trace", "copies",
-                   "dispatch", "distributed", "distributed_scenarios", "fusion", "memory", "meters", "package",
-                   "profile", "timing", "triton_grid")
-# Trusted too, but importing them costs seconds (torch._dynamo): watched from the first check after a notebook
-# loads them (a function defined in the notebook found in them then still counts as patched).
+# Trusted too, but importing them costs seconds (torch._dynamo): noted when a notebook first imports them.
 _LAZY_LENSES = ("graph_breaks",)
-
-
-def _protect_lazy_lenses() -> None:
-    package = __name__.rsplit(".", 2)[0]
-    for name in _LAZY_LENSES:
-        module = sys.modules.get(f"{package}.lenses.{name}")
-        if module is not None and not integrity.protected(module.__name__):
-            integrity.protect(module.__name__, module)
+_TRUSTED_LENSES = tuple(name for name in LENSES if name not in _LAZY_LENSES)
 
 
 def _protect_package() -> None:
@@ -689,7 +739,7 @@ def _protect_package() -> None:
 
     package = __name__.rsplit(".", 2)[0]
     # by module name: the package re-exports a function called `layout`, which shadows the module attribute
-    for name in (*_TRUSTED_LENSES, "layout"):
+    for name in _TRUSTED_LENSES:
         module = sys.modules[f"{package}.lenses.{name}"]
         integrity.protect(module.__name__, module)
     top = sys.modules[package]

@@ -15,6 +15,8 @@ import itertools
 import math
 import operator
 import os
+import sys
+import time
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +30,11 @@ __all__ = ["Tampering", "clean", "tampering", "trusted_equal", "trusted_allclose
 # Captured at import: what checks call, whatever the learner later rebinds.
 trusted_equal = torch._C._VariableFunctions.equal  # where torch defines it: right even if torch.equal was patched
 trusted_allclose = torch._C._VariableFunctions.allclose
+trusted_isclose = torch._C._VariableFunctions.isclose
+trusted_eq = torch._C._VariableFunctions.eq
+trusted_isnan = torch._C._VariableFunctions.isnan
+trusted_nonzero = torch._C._VariableFunctions.nonzero
+trusted_logical_not = torch._C._VariableFunctions.logical_not
 _DisableTorchFunction = torch._C.DisableTorchFunction
 _disable_modes = _disable_current_modes
 _len_fn_stack = torch._C._len_torch_function_stack
@@ -61,8 +68,14 @@ def _callables(owner: Any) -> dict[str, Any]:
 
 def _from_a_notebook(value: Any) -> bool:
     """Defined in the notebook (or script) itself: never torch's or the package's own function, so found in
-    their namespaces it was patched in before the snapshot was taken."""
-    return getattr(getattr(value, "__func__", value), "__module__", None) == "__main__"
+    their namespaces it was patched in before the snapshot was taken. A function that claims another module
+    (`fake.__module__ = "torch"`) still has its code from a cell, or from a string."""
+    fn = getattr(value, "__func__", value)
+    fn = getattr(fn, "func", fn)  # functools.partial
+    if getattr(fn, "__module__", None) == "__main__":
+        return True
+    where = getattr(getattr(fn, "__code__", None), "co_filename", "")
+    return isinstance(where, str) and ("ipykernel_" in where or where.startswith("<ipython-input"))
 
 
 def _torch_original(label: str, name: str) -> Any:
@@ -97,6 +110,7 @@ _OWNERS: dict[str, Any] = {
     "operator": operator,
     "itertools": itertools,
     "builtins": builtins,
+    "time": time,
 }
 _SNAPSHOT: dict[str, dict[str, Any]] = {label: _callables(owner) for label, owner in _OWNERS.items()}
 # The builtins test cells compute with; others (input, display, ...) are legitimately swapped by Jupyter.
@@ -107,6 +121,19 @@ _BUILTINS = {
     "vars", "zip",
 }
 _SNAPSHOT["builtins"] = {k: v for k, v in _SNAPSHOT["builtins"].items() if k in _BUILTINS}
+# The clocks a timed check reads: a patched perf_counter would make any answer fast.
+_SNAPSHOT["time"] = {k: v for k, v in _SNAPSHOT["time"].items()
+                     if k in ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns")}
+# (label, name) of snapshot entries that were already a notebook's function when the snapshot was taken.
+_EARLY: set[tuple[str, str]] = set()
+
+
+def _note_early(label: str) -> None:
+    _EARLY.update((label, name) for name, value in _SNAPSHOT[label].items() if _from_a_notebook(value))
+
+
+for _label in _SNAPSHOT:
+    _note_early(_label)
 
 
 def protected(label: str) -> bool:
@@ -141,18 +168,96 @@ def _keep_inside(value: Any, depth: int) -> None:
 
 def protect(label: str, owner: Any, data: bool = False) -> None:
     """Also watch `owner`'s callables from now on (their code and defaults too); for a module, the methods of
-    its classes too. With `data`, every attribute of a module: constants a check reads (cases, hints)."""
+    its classes too. With `data`, every attribute of a module: constants a check reads (cases, hints).
+    The first snapshot of an owner stands: one taken as it was imported is not replaced by a later one."""
+    if _OWNERS.get(label) is owner:
+        return
     _OWNERS[label] = owner
     _SNAPSHOT[label] = _callables(owner)
     if data:
         _SNAPSHOT[label].update({name: value for name, value in list(vars(owner).items()) if not name.startswith("__")})
     _keep_insides(_SNAPSHOT[label])
+    _note_early(label)
     if isinstance(owner, types.ModuleType):
         for name, value in list(vars(owner).items()):
             if isinstance(value, type) and value.__module__ == owner.__name__:
                 _OWNERS[f"{label}.{name}"] = value
                 _SNAPSHOT[f"{label}.{name}"] = _callables(value)
                 _keep_insides(_SNAPSHOT[f"{label}.{name}"])
+                _note_early(f"{label}.{name}")
+
+
+# Global switches an answer could leave changed, and their values when torch was loaded.
+_autocast_on = torch.is_autocast_enabled
+_autocast_dtype = torch.get_autocast_dtype
+_set_autocast_on = torch.set_autocast_enabled
+_set_autocast_dtype = torch.set_autocast_dtype
+_matmul_precision = torch.get_float32_matmul_precision
+_set_matmul_precision = torch.set_float32_matmul_precision
+_AUTOCAST = {device: _autocast_dtype(device) for device in ("cpu", "cuda")}
+_MATMUL_PRECISION = _matmul_precision()
+_UNSET = object()
+
+
+def _dynamo_settings() -> dict[str, Any] | None:
+    """torch._dynamo.config's current values (None before torch._dynamo is loaded), read from its entries (no
+    deprecation warnings): a value set, or patched in, else the default."""
+    config = sys.modules.get("torch._dynamo.config")
+    entries = getattr(config, "_config", None)
+    unset = getattr(sys.modules.get("torch.utils._config_module"), "_UNSET_SENTINEL", _UNSET)
+    if config is None or not isinstance(entries, dict):
+        return None
+    values = {}
+    for name, entry in entries.items():
+        override = getattr(entry, "user_override", None)
+        value = override.get() if override is not None else unset
+        values[name] = getattr(entry, "default", None) if value is unset else value
+    return values
+
+
+def _settings_tampering(found: list[str], repair: bool, inside: bool) -> None:
+    """Autocast left on, a changed autocast dtype or float32 matmul precision, and Dynamo's configuration changed
+    from its defaults (an answer that switches a compiler setting for every later compile)."""
+    for device, dtype in ({} if inside else _AUTOCAST).items():  # a check may run its workload under autocast
+        if _autocast_on(device):
+            found.append(f"autocast was left on for {device} (torch.autocast(...).__enter__() without its exit)")
+            if repair:
+                _set_autocast_on(device, False)
+        if _autocast_dtype(device) is not dtype:
+            found.append(f"the {device} autocast dtype was changed to {_autocast_dtype(device)}")
+            if repair:
+                _set_autocast_dtype(device, dtype)
+    if _matmul_precision() != _MATMUL_PRECISION:
+        found.append(f"float32 matmul precision was changed to {_matmul_precision()!r}")
+        if repair:
+            _set_matmul_precision(_MATMUL_PRECISION)
+    frames = sys.modules.get("torch._dynamo.eval_frame")
+    stance = getattr(frames, "_stance", None)
+    if stance is not None and (getattr(stance, "stance", "default") != "default"
+                               or getattr(stance, "backend", None) is not None
+                               or getattr(stance, "skip_guard_eval_unsafe", False)):
+        found.append(f"torch.compiler.set_stance({getattr(stance, 'stance', '?')!r}) was left on")
+        if repair:
+            frames._stance = type(stance)()  # type: ignore[union-attr]
+    now = _dynamo_settings()
+    if now is None:
+        return
+    config = sys.modules["torch._dynamo.config"]
+    for name, entry in list(config._config.items()):
+        if name.startswith("_"):  # torch's own bookkeeping (`_save_config_ignore`)
+            continue
+        then, value = getattr(entry, "default", None), now.get(name, _UNSET)
+        if value is not then and not _same_setting(value, then):
+            found.append(f"torch._dynamo.config.{name} was changed to {value!r}")
+            if repair:
+                setattr(config, name, then)
+
+
+def _same_setting(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # an odd value that cannot compare: count it as changed
+        return False
 
 
 class Tampering(list):  # type: ignore[type-arg]
@@ -179,23 +284,28 @@ def own_modes() -> Iterator[None]:
         _OWN_MODES.update(before)
 
 
-def tampering(repair: bool = True) -> Tampering:
-    """Name every patched torch function, entered mode or changed global switch; repair them if asked."""
+def tampering(repair: bool = True, inside: bool = False) -> Tampering:
+    """Name every patched torch function, entered mode or changed global switch; repair them if asked. `inside` a
+    check's block, autocast is the check's own business (it may run a workload under autocast)."""
     found = Tampering()
     for label, names in _SNAPSHOT.items():
         owner = _OWNERS[label]
         current = vars(owner)
         for name, original in list(names.items()):
             now = current.get(name, _MISSING)
-            if now is original and _from_a_notebook(now):  # patched before the checks were loaded
+            if now is original:
+                if (label, name) not in _EARLY:
+                    continue
                 found.append(f"{label}.{name} was replaced before the checks were loaded")
                 fixed = _torch_original(label, name)
                 if repair and fixed is not None:
                     setattr(owner, name, fixed)
                     names[name] = fixed
+                    _EARLY.discard((label, name))
                 elif repair and isinstance(owner, type) and any(name in vars(b) for b in owner.__mro__[1:]):
                     delattr(owner, name)  # a shadowing attribute: the inherited method comes back
                     names.pop(name)
+                    _EARLY.discard((label, name))
                 continue
             if now is not original and _torch_wrapper_of(now, original):
                 names[name] = now  # torch rebinding its own function: trust the wrapper from now on
@@ -213,7 +323,8 @@ def tampering(repair: bool = True) -> Tampering:
                 if repair:
                     delattr(owner, name)
     for fn, kept in list(_INSIDES.values()):
-        if any(now is not then for now, then in zip(_insides(fn), kept)):  # by identity: a default may be a tensor
+        code, defaults, kwdefaults = kept  # compared by identity: a default may be a tensor
+        if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults:
             found.append(f"the code or defaults of {fn.__module__}.{fn.__qualname__} were changed")
             if repair:
                 fn.__code__, fn.__defaults__, fn.__kwdefaults__ = kept
@@ -241,6 +352,7 @@ def tampering(repair: bool = True) -> Tampering:
         found.append(f"the default dtype was changed to {_get_default_dtype()}")
         if repair:
             _set_default_dtype(_DEFAULT_DTYPE)
+    _settings_tampering(found, repair, inside)
     return found
 
 

@@ -12,10 +12,12 @@ captured before the check; recording does not. :func:`record` runs a call with t
 from __future__ import annotations
 
 import contextlib
+import dis
 import os
 import sys
 import threading
 import types
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,16 +26,21 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .trusted import LISTENERS
+
 __all__ = ["ESCAPES", "Recording", "record"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB = os.path.dirname(os.__file__) + os.sep  # the standard library: never a learner's copy
 
 #: Builtin calls that step around the dispatch observer, by qualified name, with what they do.
 ESCAPES: dict[str, str] = {
     "Tensor.numpy": "converts to NumPy, where the dispatcher cannot see the work",
     "Tensor.tolist": "converts to Python lists, where the dispatcher cannot see the work",
     "Tensor.data_ptr": "reads raw memory addresses",
+    "UntypedStorage.data_ptr": "reads raw memory addresses",
+    "TypedStorage.data_ptr": "reads raw memory addresses",
     "from_numpy": "builds a tensor from NumPy memory",
     "_pop_torch_dispatch_stack": "pops dispatch modes (the checker's observer among them)",
     "_pop_torch_function_stack": "pops torch function modes",
@@ -125,6 +132,72 @@ def _expand_modules(items: Iterable[Any]) -> list[Any]:
     return out
 
 
+_MIN_STEPS = 16  # a shorter function (`return t.t()`) is too common to call a copy
+_LOCALS = frozenset(("LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"))
+_NAMED = frozenset(("LOAD_GLOBAL", "LOAD_ATTR", "LOAD_METHOD", "LOAD_NAME", "STORE_ATTR", "STORE_GLOBAL",
+                    "LOAD_DEREF", "STORE_DEREF", "IMPORT_NAME", "IMPORT_FROM"))
+_FINGERPRINTS: weakref.WeakKeyDictionary[types.CodeType, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _fingerprint(code: types.CodeType) -> tuple[Any, ...]:
+    """What a function does, without where it came from: the names, constants, operators and calls of its
+    bytecode in order (nested functions too), its locals by position; not its name, file, line numbers or the
+    compiler's choice of opcode, so a copy renamed or re-executed from the source elsewhere still matches."""
+    found = _FINGERPRINTS.get(code)
+    if found is not None:
+        return found
+    steps: list[Any] = [code.co_argcount, code.co_kwonlyargcount]
+    for ins in dis.get_instructions(code):
+        if ins.opname in _LOCALS:
+            steps.append(("local", code.co_varnames.index(ins.argval) if ins.argval in code.co_varnames else 0))
+        elif ins.opname in _NAMED:
+            steps.append(("name", ins.argval))
+        elif ins.opname == "LOAD_CONST":
+            value = ins.argval
+            steps.append(("const", _fingerprint(value) if isinstance(value, types.CodeType) else repr(value)))
+        elif ins.opname in ("BINARY_OP", "COMPARE_OP", "CALL", "CALL_FUNCTION_EX", "BUILD_TUPLE", "BUILD_LIST"):
+            steps.append((ins.opname, ins.argrepr))
+    found = _FINGERPRINTS[code] = tuple(steps)
+    return found
+
+
+def _codes_of(value: Any, out: dict[types.CodeType, str], name: str, depth: int = 2) -> None:
+    fn = getattr(value, "__func__", value)
+    if isinstance(fn, types.FunctionType):
+        stack = [fn.__code__]
+        while stack:
+            code = stack.pop()
+            out.setdefault(code, name)
+            stack += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    elif isinstance(value, type) and depth:
+        for attr in list(vars(value).values()):
+            _codes_of(attr, out, f"{value.__qualname__}", depth - 1)
+
+
+_PRINTS: dict[frozenset[str], dict[tuple[Any, ...], str]] = {}
+
+
+def _copy_prints(files: frozenset[str], forbid: list[Any]) -> dict[tuple[Any, ...], str]:
+    """Fingerprints of the forbidden functions and of every function defined in the modules of `files` (the check's
+    own helpers), long enough not to match an honest answer by chance."""
+    if files not in _PRINTS:
+        codes: dict[types.CodeType, str] = {}
+        for module in list(sys.modules.values()):
+            if getattr(module, "__file__", None) in files:
+                for name, value in list(vars(module).items()):
+                    if getattr(value, "__module__", module.__name__) == module.__name__:  # its own, not imported
+                        _codes_of(value, codes, name)
+        # not code generated from a string (a dataclass's __init__): another class with those fields has the same
+        _PRINTS[files] = {p: f"{name} (one of the check's own helpers)" for c, name in codes.items()
+                          if c.co_filename != "<string>" and len(p := _fingerprint(c)) >= _MIN_STEPS}
+    prints = dict(_PRINTS[files])
+    for f in forbid:
+        code = getattr(getattr(f, "__func__", f), "__code__", None)
+        if isinstance(code, types.CodeType) and len(_fingerprint(code)) >= _MIN_STEPS:
+            prints[_fingerprint(code)] = _describe(f)
+    return prints
+
+
 def _learner_frame(frame: types.FrameType | None) -> bool:
     f = frame.f_code.co_filename if frame is not None else ""
     return not (f.startswith(_TORCH_DIR) or f.startswith(_PACKAGE_DIR) or f.startswith("<frozen"))
@@ -153,6 +226,8 @@ def record(
     codes.update({getattr(f, "__func__", f).__code__: _describe(f) for f in forbid if isinstance(f, types.MethodType)})
     c_names = {_c_name(f): _c_name(f) for f in forbid if not isinstance(f, (types.FunctionType, types.MethodType))}
     files = frozenset(f for f in forbid_files if f)
+    prints = _copy_prints(files, forbid)
+    shapes = frozenset((p[0], p[1]) for p in prints)  # argument counts: a cheap first filter
     whole = files & frozenset(whole_files)
     escape_codes = _ESCAPE_CODE if escapes else {}
     escape_names = ESCAPES if escapes else {}
@@ -169,6 +244,10 @@ def record(
                 if caller is not None and caller.f_code.co_filename not in files and (_learner_frame(caller) or (
                         caller.f_code is _RECORD_CODE and code.co_filename in whole)):
                     rec.forbidden.append(f"{code.co_name} (one of the check's own helpers)")
+            elif (code.co_argcount, code.co_kwonlyargcount) in shapes and code not in allowed_codes \
+                    and _learner_frame(frame) and not code.co_filename.startswith(_STDLIB) \
+                    and _fingerprint(code) in prints:  # a copy: re-executed from the source, or renamed
+                rec.forbidden.append(f"{code.co_name}, a copy of {prints[_fingerprint(code)]}")
             elif code in escape_codes and _learner_frame(frame.f_back):
                 rec.escapes.append(f"{code.co_qualname if hasattr(code, 'co_qualname') else code.co_name}: "
                                    f"{escape_codes[code]}")
@@ -181,9 +260,15 @@ def record(
             elif name in c_names:
                 rec.forbidden.append(c_names[name])
 
+    def raw_memory(event: str, frame: types.FrameType) -> None:
+        if _learner_frame(frame) and "torchinductor" not in frame.f_code.co_filename:
+            rec.escapes.append(f"{event}: reaches memory through ctypes, where the dispatcher cannot see it")
+
     observer = _AtenRecorder(rec) if aten else contextlib.nullcontext()
     with observer:
         sys.setprofile(hook)
+        if escapes:
+            LISTENERS.append(raw_memory)
         try:
             rec.result = fn(*args, **kwargs)
         except Exception as exc:
@@ -192,6 +277,8 @@ def record(
             rec.error = exc
         finally:
             sys.setprofile(previous)
+            if raw_memory in LISTENERS:
+                LISTENERS.remove(raw_memory)
     return rec
 
 

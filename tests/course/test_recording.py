@@ -1,0 +1,57 @@
+"""Recording what an answer ran: a copy of a forbidden function, or of one of the check's own helpers, counts
+as the function itself, however it was made (its code object renamed, or its source re-executed elsewhere)."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+import types
+from typing import Any
+
+import torch
+
+from torchlens_widgets.course.exercises import exercise_files, n03
+from torchlens_widgets.course.recording import record
+
+
+def banned(x: torch.Tensor) -> torch.Tensor:
+    """A helper long enough to be worth copying."""
+    total = x.sum()
+    for _ in range(3):
+        total = total + x.mean() * 2 - x.max()
+    return total / x.numel()
+
+
+def test_a_renamed_copy_of_a_forbidden_function_is_the_function() -> None:
+    copy = types.FunctionType(banned.__code__.replace(co_name="mine", co_filename="<my cell>"), globals(), "mine")
+    rec = record(lambda x: copy(x), torch.ones(3), forbid=[banned])
+    assert rec.forbidden == ["mine, a copy of banned"]
+
+
+def test_a_helper_re_executed_from_its_source_is_still_the_checks_helper() -> None:
+    source = textwrap.dedent(inspect.getsource(n03._slow_baseline)).replace("_slow_baseline", "my_slow")
+    namespace: dict[str, Any] = {"torch": torch}
+    exec(compile(source, "<answer-cell-9>", "exec"), namespace)
+    rec = record(namespace["my_slow"], torch.randn(6, 3), forbid_files=exercise_files())
+    assert rec.forbidden == ["my_slow, a copy of _slow_baseline (one of the check's own helpers)"], rec.forbidden
+
+
+def test_short_honest_functions_never_match_by_chance() -> None:
+    def mine(t: torch.Tensor) -> torch.Tensor:
+        return t.t()
+
+    assert record(mine, torch.ones(2, 3), forbid_files=exercise_files()).forbidden == []
+
+
+def test_raw_memory_through_ctypes_is_an_escape() -> None:
+    import ctypes
+
+    def writes_through_a_pointer(t: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros_like(t)
+        address = out.untyped_storage().data_ptr()
+        (ctypes.c_float * t.numel()).from_address(address)[0] = 1.0
+        return out
+
+    escapes = record(writes_through_a_pointer, torch.ones(3)).escapes
+    assert "UntypedStorage.data_ptr: reads raw memory addresses" in escapes
+    assert any(e.startswith("ctypes.cdata: reaches memory through ctypes") for e in escapes), escapes
