@@ -12,6 +12,8 @@ from torchlens_widgets.course.assemble import hidden_lines
 
 NOTEBOOKS = sorted((Path(__file__).parents[2] / "notebooks").glob("[0-9][0-9]-*.ipynb"))
 MIN_WRONG = 4
+# Run whole, every cell in order as a learner would (the others run only the cells their exercises need).
+WHOLE = ("01-",)
 
 
 def _graded_ids(path: Path) -> list[str]:
@@ -42,7 +44,9 @@ def test_wrong_answers_fail_and_the_reference_passes(path: Path) -> None:
     if not wrong:
         pytest.fail(f"no wrong answers for {path.name} (tests/course/wrong_answers/nb{path.name[:2]}.py)")
     stubs: list = []
-    outcomes, reference = run_wrong_answers(path, wrong, stubs=stubs)
+    secrets: list = []
+    outcomes, reference = run_wrong_answers(path, wrong, stubs=stubs, secrets=secrets,
+                                            whole=path.name.startswith(WHOLE))
     ids = _graded_ids(path)
     assert [o.grade_id for o in stubs] == ids, f"every exercise's stub must be run: {[o.grade_id for o in stubs]} != {ids}"
     not_failed = {o.grade_id: f"{o.answer_error}: {o.feedback[:300]}" for o in stubs if not o.failed_with_feedback}
@@ -59,5 +63,10 @@ def test_wrong_answers_fail_and_the_reference_passes(path: Path) -> None:
     secret = [line for line in hidden_lines(nbformat.read(path, as_version=4)) if len(line) >= 8]
     leaked = [f"{o.grade_id} / {o.name}: {line}" for o in outcomes + stubs for line in secret if line in o.feedback]
     assert not leaked, "feedback quotes a hidden test (the grader would show it to the student):\n" + "\n".join(leaked)
+    # a wrong prediction, where the learner makes it: the expected values are nowhere in the kernel's globals
+    assert all(o.failed_with_feedback for o in secrets), [(o.grade_id, o.name, o.feedback[:300]) for o in secrets]
+    exposed = [f"{o.grade_id} / {o.name}: {leak}" for o in secrets for leak in o.details]
+    assert not exposed, "a wrong prediction leaves the expected value reachable from the notebook's globals:\n" + \
+        "\n".join(exposed)
     bad_reference = {gid: text for gid, text in reference.items() if text.startswith("FAILED")}
     assert not bad_reference, f"the reference answer failed after the wrong answers: {bad_reference}"

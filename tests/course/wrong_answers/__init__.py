@@ -2,7 +2,8 @@
 
 One module per notebook (``nb02.py`` for ``02-*.ipynb``) defines ``WRONG = {grade_id: [Wrong(...), ...]}``:
 the mistakes a learner would plausibly make and at least one attempt to game the check. The harness
-runs the source notebook once in a kernel, then for every wrong answer restores the namespace, runs the
+runs the cells of the source notebook that its exercises need once in a kernel (`needed.py`: teaching cells
+that only draw or time things are nbval's), then for every wrong answer restores the namespace, runs the
 wrong code in place of the solution cell and the full test cell (hidden tests included), and requires
 the check's own failure feedback; afterwards the reference answer must pass in the same kernel.
 
@@ -12,6 +13,7 @@ finds it (its names not yet defined), followed by the full test cell: every chec
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 from dataclasses import dataclass, field
@@ -61,6 +63,70 @@ __tlw_restore__()
 """
 
 
+# Run in the kernel: where, among the objects reachable from the notebook's globals (containers and instance
+# attributes, not modules), a value equal to one of `targets` sits.
+_SCAN = r"""
+def __tlw_scan__(targets, depth=4):
+    import types
+    plain = (dict, list, tuple, set, frozenset, str, int, float, bool)
+    found, seen = [], set()
+
+    def same(a, b):
+        return type(a) is type(b) and type(a) in plain and a == b
+
+    def walk(obj, path, left):
+        if id(obj) in seen or isinstance(obj, (types.ModuleType, type, types.FunctionType)):
+            return
+        seen.add(id(obj))
+        for name, target in targets.items():
+            if same(obj, target):
+                found.append(f"{path} equals the expected {name}")
+        if left == 0:
+            return
+        if type(obj) is dict:
+            items = list(obj.items())
+        elif type(obj) in (list, tuple, set, frozenset):
+            items = list(enumerate(obj))
+        else:
+            items = list(getattr(obj, "__dict__", {}).items()) if not callable(obj) else []
+            items += [(n, getattr(obj, n, None)) for n in getattr(type(obj), "__slots__", ()) if isinstance(n, str)]
+        for key, value in items[:2000]:
+            walk(value, f"{path}[{key!r}]", left - 1)
+
+    for name, value in list(get_ipython().user_ns.items()):
+        if name.startswith("__tlw") or name in ("In", "Out", "_oh", "_ih", "_dh", "exit", "quit", "get_ipython"):
+            continue
+        walk(value, name, depth)
+    return found
+"""
+
+
+def literal_assignments(source: str) -> dict[str, Any] | None:
+    """{name: value} when `source` only assigns literals to names (a prediction), else None."""
+    try:
+        tree = ast.parse(source)
+        values: dict[str, Any] = {}
+        for node in tree.body:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+                return None
+            values[node.targets[0].id] = ast.literal_eval(node.value)
+    except (SyntaxError, ValueError):
+        return None
+    return values or None
+
+
+def _secret_targets(reference: dict[str, Any], wrong: dict[str, Any]) -> dict[str, Any]:
+    """The reference's predicted values worth looking for: not what the wrong answer wrote itself, and not values
+    too common to mean anything (True, 3, a short word)."""
+    def telling(v: Any) -> bool:
+        if type(v) in (dict, list, tuple, set, frozenset):
+            return len(v) >= 2
+        return type(v) is str and len(v) >= 8
+
+    return {k: v for k, v in reference.items()
+            if telling(v) and not (k in wrong and type(wrong[k]) is type(v) and wrong[k] == v)}
+
+
 def wrong_answers_for(notebook: Path) -> dict[str, list[Wrong]]:
     """The WRONG table of ``nbNN`` for ``NN-*.ipynb`` (empty if the module does not exist)."""
     try:
@@ -82,10 +148,27 @@ def _text(outputs: list[Any]) -> tuple[str, str | None]:
     return "\n".join(shown), error
 
 
+def _cells_to_run(nb: Any, wrong: dict[str, list[Wrong]]) -> set[int]:
+    """The notebook's code cells the exercises need (its first cell, every exercise's cells, and what they and the
+    wrong answers read, transitively), by index in `nb.cells`."""
+    from tests.course.wrong_answers.needed import needed_cells, used
+
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    always = [k for k, i in enumerate(code)
+              if k == 0 or nb.cells[i].metadata.get("nbgrader", {}).get("grade")
+              or nb.cells[i].metadata.get("nbgrader", {}).get("solution")]
+    uses = set().union(*(used(w.code) for answers in wrong.values() for w in answers))
+    return {code[k] for k in needed_cells([nb.cells[i].source for i in code], always, uses)}
+
+
 def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: int = 300,
-                      stubs: list[Outcome] | None = None) -> tuple[list[Outcome], dict[str, str]]:
+                      stubs: list[Outcome] | None = None, secrets: list[Outcome] | None = None,
+                      whole: bool = False) -> tuple[list[Outcome], dict[str, str]]:
     """Run every wrong answer of `wrong` against `notebook`'s checks; returns outcomes and the reference's feedback.
-    Each check's run on its released stub is appended to `stubs` (when given)."""
+    Each check's run on its released stub is appended to `stubs` (when given). For a prediction (a solution that
+    assigns literals), a wrong prediction also runs where the learner meets it, and `secrets` gets what of the
+    expected values the kernel's globals then hold (`details`: empty when nothing). Only the cells the exercises
+    need run (see `needed`), unless `whole`: then every cell, as a learner runs the notebook."""
     from nbclient import NotebookClient
 
     from torchlens_widgets.course.release import release_notebook
@@ -112,6 +195,7 @@ def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: in
 
     outcomes: list[Outcome] = []
     reference: dict[str, str] = {}
+    runs = set(range(scratch)) if whole else _cells_to_run(nb, wrong)
     # the kernel's passes go to a throwaway store, also when this runs outside pytest
     with progress_redirected(), client.setup_kernel():
         for i, cell in enumerate(nb.cells[:scratch]):
@@ -123,11 +207,22 @@ def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: in
                 shown, error = run(nb.cells[i + 1].source)
                 stubs.append(Outcome(test_id, "the released stub", error == "CheckFailed" and f"✗ {test_id} failed" in shown,
                                      shown, error))
-            if cell.cell_type == "code":
+                predicted = literal_assignments(cell.source.replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""))
+                tries = [w for w in wrong.get(test_id, []) if literal_assignments(w.code) is not None]
+                if secrets is not None and predicted and tries:
+                    attempt = tries[0]
+                    run(attempt.code)
+                    shown, error = run(nb.cells[i + 1].source)
+                    targets = _secret_targets(predicted, literal_assignments(attempt.code) or {})
+                    run(_SCAN, must_succeed=True)
+                    found, _ = run(f"print(__tlw_scan__({targets!r}))", must_succeed=True)
+                    leaks = ast.literal_eval(found.strip() or "[]")
+                    secrets.append(Outcome(test_id, attempt.name, error == "CheckFailed", shown, error, leaks))
+            if cell.cell_type == "code" and i in runs:
                 client.execute_cell(cell, i)
-                _, err = _text(cell.outputs)
+                shown, err = _text(cell.outputs)
                 if err:
-                    raise RuntimeError(f"{notebook.name}: cell {i} failed in the reference run ({err})")
+                    raise RuntimeError(f"{notebook.name}: cell {i} failed in the reference run ({err}): {shown[-1500:]}")
         run(_TAKE, must_succeed=True)
         for gid, answers in wrong.items():
             if gid not in cells:
