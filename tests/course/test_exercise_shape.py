@@ -16,9 +16,6 @@ from torchlens_widgets.course.release import release_notebook
 
 NOTEBOOK_DIR = Path(__file__).parents[2] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("[0-9][0-9]-*.ipynb"))
-# Notebooks whose checks still live in their test cells (issue 21 moves them into the package, a few at a
-# time). Strict: once one is moved, its entry here fails until it is removed.
-NOT_YET_MOVED = {f"{n:02d}" for n in (7, 8, 10, *range(12, 21))}
 MAX_LINES = 12
 LONG_TEXT = 40  # characters: a string this long in a test cell is prose (a hint) or a case's content
 
@@ -40,12 +37,7 @@ def shape_problems(source: str) -> list[str]:
     return problems
 
 
-def _params() -> list[object]:
-    return [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="checks not moved to the package yet"))
-            if p.name[:2] in NOT_YET_MOVED else p for p in NOTEBOOKS]
-
-
-@pytest.mark.parametrize("path", _params(), ids=[p.stem for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_released_test_cells_only_call_the_package(path: Path) -> None:
     released = release_notebook(nbformat.read(path, as_version=4), path.name)
     found = {}

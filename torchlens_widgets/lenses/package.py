@@ -161,20 +161,63 @@ def project_metadata(project: str | Path, probe: Mapping[str, Sequence[str]] | N
     return result
 
 
+#: The exit status of a test run whose suite looked inside an operator under test instead of calling it.
+PEEKED = 87
 _PLUGIN = r'''
-import json, os, sys
+import _thread, json, os, sys
 import pytest
 import torch
 
 def _tlw_setup():
     spec = json.loads(sys.stdin.readline())
-    fixture, keys, ops, built = spec["fixture"], {}, [], []
-    for ns, source in spec["variants"].items():
+    fixture, nonce, result = spec["fixture"], spec["nonce"], spec["result"]
+    suite = frozenset((spec["suite"], os.path.realpath(spec["suite"])))
+    keys, ops, scopes, functions = {}, [], set(), set()
+    for ns, source in spec.pop("variants").items():
         scope = {"torch": torch, "ns": ns}
-        exec(compile(source, f"<variant {ns}>", "exec"), scope)
-        built.append(scope)
+        exec(compile(source, "<operator under test>", "exec"), scope)   # one file name for every variant
         ops.append(scope["op"])
         keys[ns] = ns
+        scopes.add(id(scope))
+        functions.update(id(v) for v in scope.values() if type(v).__name__ == "function")
+    spec = source = scope = None   # the sources are gone: a test sees each operator only by calling it
+    # captured now: the test module may rebind builtins, but cannot reach these (nothing refers to _audit)
+    exit_, getframe, ident, id_, busy = os._exit, sys._getframe, _thread.get_ident, id, set()
+
+    def _in_suite():
+        f = getframe(1)
+        while f is not None:
+            if f.f_code.co_filename in suite:
+                return True
+            f = f.f_back
+        return False
+
+    def _audit(event, args):
+        # a test that reads an operator's code (its code object, defaults, frames, the object graph) instead of
+        # calling it ends the run: the checker reports it
+        me = ident()
+        if me in busy:
+            return
+        if event == "object.__getattr__":
+            obj, name = args
+            if name == "__code__" or name == "__defaults__" or name == "__kwdefaults__":
+                peek = id_(obj) in functions
+            elif name == "f_code":
+                peek = id_(obj.f_globals) in scopes
+            else:
+                return
+        elif event == "gc.get_objects" or event == "gc.get_referrers" or event == "gc.get_referents":
+            peek = True
+        else:
+            return
+        busy.add(me)
+        try:
+            if peek and _in_suite():
+                exit_(PEEKED)
+        finally:
+            busy.discard(me)
+
+    sys.addaudithook(_audit)
     seen, names, said = {}, {}, {}
 
     def pytest_generate_tests(metafunc):
@@ -208,8 +251,8 @@ def _tlw_setup():
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(session, exitstatus):
         rows = [[ns, name, outcome, said.get((ns, name), "")] for (ns, name), outcome in seen.items()]
-        with open(spec["result"], "w") as f:
-            json.dump({"nonce": spec["nonce"], "rows": rows, "collected": len(names),
+        with open(result, "w") as f:
+            json.dump({"nonce": nonce, "rows": rows, "collected": len(names),
                        "exitstatus": int(exitstatus)}, f)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -219,7 +262,7 @@ def _tlw_setup():
 
 pytest_generate_tests, pytest_collection_modifyitems, pytest_runtest_logreport, pytest_sessionfinish = _tlw_setup()
 del _tlw_setup
-'''
+'''.replace("PEEKED", str(PEEKED))
 
 
 @dataclass(frozen=True)
@@ -250,7 +293,10 @@ def run_suite(test_source: str, variants: Mapping[str, str], *, fixture: str = "
     `variants` ({label: Python source}). Each source runs with `torch` and `ns` (a fresh operator
     namespace) defined and must set `op`; the tests receive it as the fixture `fixture`, parametrized over
     all variants under neutral ids, so a test cannot tell which implementation it is looking at except by
-    its behaviour. Third-party pytest plugins are not loaded."""
+    its behaviour: every source is compiled under one file name and dropped once run, and a suite that reads
+    an operator's code (the `__code__` or defaults of a function a source defined, the code of its frames, or
+    the interpreter's object graph through `gc`) ends the run, which then reports that as its `error`.
+    Third-party pytest plugins are not loaded."""
     if not isinstance(test_source, str) or not test_source.strip():
         raise PackageError("test_source: give the test module's source as a string")
     labels = list(variants)
@@ -265,7 +311,7 @@ def run_suite(test_source: str, variants: Mapping[str, str], *, fixture: str = "
         (folder / f"{plugin}.py").write_text(_PLUGIN)
         result = folder / f"result-{_token(8)}.json"
         nonce = _token(16)
-        spec = {"fixture": fixture, "nonce": nonce, "result": str(result),
+        spec = {"fixture": fixture, "nonce": nonce, "result": str(result), "suite": str(folder / "test_suite.py"),
                 "variants": {ns: variants[names[ns]] for ns in order}}
         env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONDONTWRITEBYTECODE": "1",
                "PYTHONPATH": os.pathsep.join([tmp, *filter(None, [os.environ.get("PYTHONPATH")])])}
@@ -281,6 +327,10 @@ def run_suite(test_source: str, variants: Mapping[str, str], *, fixture: str = "
             data = _loads(result.read_text())
         except (OSError, ValueError):
             data = None
+    if done.returncode == PEEKED:
+        return SuiteRun((), {}, "the suite looked inside an operator under test (its code object, its defaults, its "
+                                "frames or the interpreter's object graph) instead of calling it: a test may tell the "
+                                "operators apart only by what they compute", output=output)
     if not isinstance(data, dict) or data.get("nonce") != nonce:
         return SuiteRun((), {}, "the test run ended before pytest could report (a crash, or a test that "
                                 "exited the process)", output=output)

@@ -142,7 +142,8 @@ def test_changed_compile_settings_do_not_hide_a_failed_compile(verdict) -> None:
 
     with torch._dynamo.config.patch(suppress_errors=True):
         message = verdict("11-fake-no-break", lambda c: n11.fake_no_break(c, raises_when_compiling))
-    assert message is not None and "a 5x4, b 3x4: compiling model failed" in message, message
+    # a setting changed around the check is tampering now (it was hidden by the check's own config patch before)
+    assert message is not None and "torch._dynamo.config.suppress_errors was changed to True" in message, message
 
 
 def helped(a, b):  # type: ignore[no-untyped-def]

@@ -185,8 +185,8 @@ sys.modules["torchlens_widgets.lenses.layout"].shares_storage = lambda a, b: Tru
 shares_a = set(VIEW_QUIZ)
 ''', expect="shares_storage was replaced", gaming=True),
         Wrong("patches the checker's layout reader", '''
-from torchlens_widgets.course import checks as _c
-_c.layout = lambda t: type("L", (), {"storage_id": 0})()
+import torchlens_widgets.lenses.layout as _lay  # the grader's own modules refuse a rebinding; a lens is caught
+_lay.layout = lambda t: type("L", (), {"storage_id": 0})()
 shares_a = set(VIEW_QUIZ)
 ''', expect="was replaced", gaming=True),
     ],

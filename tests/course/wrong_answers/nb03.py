@@ -46,6 +46,25 @@ def _bytes(storage: str = _RIGHT_STORAGE, copy: str = _RIGHT_COPY, empty: str = 
 
 WRONG = {
     "03-remove-hidden-copy": [
+        Wrong("slow without copies, fast only on an input it has seen", '''
+_seen = {}
+
+def column_zscores(x):
+    hit = _seen.get(id(x))
+    if hit is not None and hit[0] is x:
+        return hit[1]
+    n = x.shape[0]
+    total = x[0] * 0
+    for i in range(n):
+        total = total + x[i]
+    mean = total / n
+    spread = x[0] * 0
+    for i in range(n):
+        spread = spread + (x[i] - mean) ** 2
+    out = (x - mean) / (spread / (n - 1)).sqrt()
+    _seen[id(x)] = (x, out)
+    return out
+''', expect="as fast as the original", gaming=True),
         Wrong("biased standard deviation", '''
 def column_zscores(x):
     return (x - x.mean(dim=0)) / x.std(dim=0, unbiased=False)
@@ -125,7 +144,7 @@ def column_zscores_slow(x):
 
 
 def column_zscores(x):
-    _t.sleep(0.02)
+    _t.sleep(0.2)  # far slower than the check's own baseline, on any load
     return (x - x.mean(dim=0)) / x.std(dim=0)
 ''', expect="as fast as the original", gaming=True),
         Wrong("torch.equal always agrees", '''

@@ -41,7 +41,19 @@ WRONG = {
   float* px = xc.data_ptr<float>();
   const float* py = yc.data_ptr<float>();
   for (int64_t i = 0; i < xc.numel(); ++i) px[i] = static_cast<float>(a) * px[i] + py[i];
-  return xc;"""), "on (3, 4)"),
+  return xc;"""), "its input x afterwards (it must stay unchanged)"),
+        # ATen's CPU kernel called directly: no dispatcher, so no profiler event; the library's symbols show it
+        Wrong("calls at::cpu::add, past the dispatcher", _kernel(_CHECKS + "\n  return at::cpu::add(y.contiguous(), "
+              "x.contiguous(), a);", "#include <ATen/ops/add_cpu_dispatch.h>"),
+              "scale_add's compiled code calls at::cpu::add", gaming=True),
+        # the loop for the 8-element inputs the old check profiled, at::add for every other input
+        Wrong("loops only for the input the recorder profiles", _kernel(
+            _CHECKS + "\n  if (x.numel() != 8) return at::add(y, x, a);\n" + _LOOP.format(x="x", y="y"),
+            "#include <ATen/ops/add.h>"), "scale_add's compiled code calls aten::add", gaming=True),
+        # right for the a = 1.5 of the old check's matrix (its profiled call's values were never compared)
+        Wrong("a fixed at the 1.5 the test uses", _kernel(_CHECKS + """
+  at::Tensor xc = x.contiguous(), yc = y.contiguous();""" + "\n" + _LOOP.format(x="xc", y="yc").replace(
+            "static_cast<float>(a)", "1.5f")), "scale_add on (8,) inputs, a = -2.0, case 'as given'", gaming=True),
     ],
     "10-contract-tests": [
         Wrong("never fails anything", _tests("    return []"), "your tests pass an op that"),
@@ -59,6 +71,22 @@ WRONG = {
         if out.shape != want.shape or not torch.allclose(out, want):
             failed.append(name)
     return failed"""), "writes into x"),
+        # the check's own ops, told apart by how they were made rather than by running them
+        Wrong("tells the planted bugs by their default arguments", _tests(
+            "    return ['planted'] if op.__defaults__ else []"),
+            "your tests pass an op that ignores strides", gaming=True),
+        Wrong("says the first op it is given is the correct one", "_seen = []\n\n\n" + _tests(
+            "    _seen.append(op)\n    return [] if len(_seen) == 1 else ['planted']"),
+            "your tests fail a correct op", gaming=True),
+        Wrong("a list that is empty and not empty", """class _Either(list):
+    def __eq__(self, other):
+        return True
+
+    def __len__(self):
+        return 1
+
+
+""" + _tests("    return _Either()"), "returned _Either, expected a list", gaming=True),
     ],
     "10-predict-grid": [
         Wrong("nothing fails", "PREDICT_STRICT_FAILS = set()\n", "the failing cases"),
@@ -77,5 +105,31 @@ WRONG = {
     "first non-contiguous, rest contiguous", "transposed", "empty (0 rows)", "one element", "0-d",
     "larger (4096 elements per row)", "same tensor twice", "requires_grad", "meta tensors", "fake tensors"}
 """, "the failing cases", gaming=True),
+        # iterating it reads the check's own verdict (a global of the old test cell, a local of the check now)
+        Wrong("a set that reads the check's answer", """import sys as _sys
+
+
+class _Reads(set):
+    def __iter__(self):
+        frame = _sys._getframe(1)
+        while frame is not None:
+            for space in (frame.f_locals, frame.f_globals):
+                found = space.get("actual", space.get("_actual"))
+                if isinstance(found, set) and found is not self:
+                    set.update(self, found)  # what set(answer) copies
+                    return set.__iter__(self)
+            frame = frame.f_back
+        return set.__iter__(self)
+
+
+PREDICT_STRICT_FAILS = _Reads()
+""", "give a set of case names", gaming=True),
+        # the public lens replaced before the check reads the kernel's grid with it
+        Wrong("makes the contract matrix pass every case", """import torchlens_widgets.lenses.contract as _contract
+
+_contract._run = lambda fn, args, fake: None
+_contract._compare = _contract._grad_problem = lambda *args, **kwargs: None
+PREDICT_STRICT_FAILS = set()
+""", "the failing cases: 10 entries missing", gaming=True),
     ],
 }

@@ -107,7 +107,7 @@ def lean_forward(mlp, x):
         _first[id(mlp)] = cp.checkpoint(mlp, x, use_reentrant=False,
                                          context_fn=partial(cp.create_selective_checkpoint_contexts, save_matmuls))
     return _first[id(mlp)]
-''', expect="second time", gaming=True),
+''', expect="lean_forward called a second time (on other tokens) before one backward", gaming=True),
         Wrong("runs the forward with the meter's mode switched off", '''
 from torch.utils._python_dispatch import _disable_current_modes
 
@@ -139,6 +139,52 @@ mlp = GatedMLP(2, 2)
 def lean_forward(mlp, x):
     return mlp(x)
 ''', expect="bytes alive", gaming=True),
+        # hint 3's custom Function, keeping u and g in a closure instead of ctx: right for one call at a time
+        Wrong("keeps the saved tensors in a closure", '''
+def _gate_down():
+    kept = {}
+
+    class GateDown(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, u, g, w, b):
+            kept["ugw"] = (u, g, w)
+            return F.linear(F.gelu(u) * F.silu(g), w, b)
+
+        @staticmethod
+        def backward(ctx, grad):
+            u, g, w = (t.detach().requires_grad_() for t in kept["ugw"])
+            with torch.enable_grad():
+                h = F.gelu(u) * F.silu(g)
+                du, dg = torch.autograd.grad(h, (u, g), grad @ w)
+            return du, dg, grad.t() @ h.detach(), grad.sum(0)
+
+    return GateDown
+
+
+_GateDown = _gate_down()
+
+
+def lean_forward(mlp, x):
+    return _GateDown.apply(mlp.up(x), mlp.gate(x), mlp.down.weight, mlp.down.bias)
+''', expect="called a second time (on other tokens) before one backward: the backward raised"),
+        # u and g kept as Python numbers: no storage for the live-storage meter to count
+        Wrong("keeps the activations as Python numbers", '''
+class _AsNumbers(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, u, g):
+        ctx.shape, ctx.kept = u.shape, [[v.item() for v in t.reshape(-1)] for t in (u, g)]
+        return F.gelu(u) * F.silu(g)
+
+    @staticmethod
+    def backward(ctx, grad):
+        u, g = (torch.tensor(k, dtype=grad.dtype).view(ctx.shape).requires_grad_() for k in ctx.kept)
+        with torch.enable_grad():
+            return torch.autograd.grad(F.gelu(u) * F.silu(g), (u, g), grad)
+
+
+def lean_forward(mlp, x):
+    return mlp.down(_AsNumbers.apply(mlp.up(x), mlp.gate(x)))
+''', expect="lean_forward called Tensor.item, which this exercise asks you not to use", gaming=True),
         Wrong("patches torch.allclose and scales the output", '''
 torch.allclose = lambda *args, **kwargs: True
 ''' + _SAC.replace("return cp.checkpoint(", "return 1.01 * cp.checkpoint("), expect="was replaced", gaming=True),
@@ -178,7 +224,8 @@ def choose_checkpoints(block_bytes, input_bytes, budget):
               expect="expected a set of block indices"),
         Wrong("rebinds peak_model", "peak_model = lambda *args: 0\n" + _brute(),
               expect="gives a peak of", gaming=True),
-        Wrong("calls the test's peak model", _brute(peak="_peak"), expect="the check's own helpers", gaming=True),
+        Wrong("calls the check's peak model", "from torchlens_widgets.course.exercises import n12 as _n12\n"
+              + _brute(peak="_n12._peak"), expect="the check's own helpers", gaming=True),
         Wrong("hard-codes the visible answers", '''
 def choose_checkpoints(block_bytes, input_bytes, budget):
     return {70_000: {0, 1, 2}, 25: set(), 4: None}.get(budget, set())
@@ -211,7 +258,7 @@ def predict_saved(n, d, itemsize):
         graph = grad_graph(fn())
         out[expr] = {nd.name: {s.name: s.nbytes for s in nd.saved} for nd in graph.nodes if nd.saved}
     return out
-''', expect="called grad_graph", gaming=True),
+''', expect="grad_graph, which this exercise asks you not to use", gaming=True),
         Wrong("empties saved_expressions", '''
 saved_expressions = lambda *args: {}
 
@@ -221,6 +268,6 @@ def predict_saved(n, d, itemsize):
 ''', expect="no prediction for", gaming=True),
         Wrong("hard-codes the visible sizes", _saved("full, row = n * d * itemsize, d * itemsize",
                                                       "n, d, itemsize = 64, 32, 4\n    full, row = 8192, 128"),
-              expect="predict_saved(7, 5, 8)", gaming=True),
+              expect="hidden case 1['x.relu().sum()']", gaming=True),
     ],
 }

@@ -33,9 +33,9 @@ WRONG = {
         Wrong("fused still writes the intermediates",
               _bytes("7 * full + cols * itemsize", "5 * full + cols * itemsize"), "fused_bytes(64, 32, 4)"),
         Wrong("assumes 4-byte floats", _bytes("7 * rows * cols * 4 + cols * 4", "3 * rows * cols * 4 + cols * 4"),
-              "eager_bytes(3, 5, 8)"),
+              "hidden case 1: eager_bytes"),
         Wrong("fitted to the visible case", _bytes("57472 if rows == 64 else 0", "24704 if rows == 64 else 0"),
-              "eager_bytes(3, 5, 8)", gaming=True),
+              "hidden case 1: eager_bytes", gaming=True),
         Wrong("asks the lens instead of counting",
               "import torch\nfrom torchlens_widgets.lenses.fusion import eager_traffic, fused_traffic\n\n\n"
               "def _g(x, g, b):\n    return (x + b) * torch.sigmoid(g)\n\n\n"
@@ -62,12 +62,26 @@ WRONG = {
               "@torch.compiler.disable\ndef _guard(s):\n    if (s == 0).any():\n"
               "        s = torch.where(s == 0, torch.ones_like(s), s)\n    return s\n\n\n"
               + _standardise(_STATS + "    return c / _guard(s)"), "(graphs, breaks) when compiled", gaming=True),
-        Wrong("calls the check's own reference", _standardise("    return _reference(x)"), "_reference",
-              gaming=True),
+        Wrong("calls the check's own reference", _standardise(
+            "    return _n13._reference(x)", "from torchlens_widgets.course.exercises import n13 as _n13\n\n\n"),
+              "the check's own helpers", gaming=True),
         Wrong("right only while being compiled",
               _standardise(_STATS + "    if torch.compiler.is_compiling():\n"
                            "        return c / torch.where(s == 0, torch.ones_like(s), s)\n    return x * 0"),
               "standardise_fusable(", gaming=True),
+        # shows Dynamo a program without the guard except on the visible input: eager and timed results are right
+        Wrong("skips the guard when compiled, except for the visible input",
+              _standardise(_STATS + "    if torch.compiler.is_compiling() and x.shape[0] != 6:\n        return c / s\n"
+                           "    return c / torch.where(s == 0, torch.ones_like(s), s)"),
+              "hidden case 2: standardise_fusable, compiled", gaming=True),
+        # a sort nobody needs on the timed input, and each later call answered with the first call's result
+        Wrong("slow on the timed input, then answers from a cache",
+              _standardise("    if x.shape[0] > 1000 and _kept:\n        return _kept[0]\n" + _STATS
+                           + "    if x.shape[0] > 1000:\n        m = x.sort(dim=1).values.mean(dim=1, keepdim=True)\n"
+                           "        c = x - m\n        s = (c * c).mean(dim=1, keepdim=True).sqrt()\n"
+                           "    out = c / torch.where(s == 0, torch.ones_like(s), s)\n"
+                           "    if x.shape[0] > 1000:\n        _kept.append(out)\n    return out", "_kept = []\n\n\n"),
+              "standardise_fusable compiled, on timed input", gaming=True),
     ],
     "13-predict-kernels": [
         Wrong("a reduction never fuses", _predict(softmax_by_hand=3), "your prediction for softmax_by_hand"),
@@ -79,5 +93,18 @@ WRONG = {
               "class _Any(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
               "PREDICT_KERNELS = {k: _Any(1) for k in " + repr(list(_RIGHT)) + "}\n",
               "your prediction", gaming=True),
+        # Inductor told not to fuse across a reduction, so the check's count matches the wrong prediction
+        Wrong("switches Inductor's fusion off to match its prediction",
+              "import torch._inductor.config\n\ntorch._inductor.config.max_fusion_size = 1\n"
+              + _predict(softmax_by_hand=4), "your prediction for softmax_by_hand", gaming=True),
+        Wrong("a dict that reads the check's frame",
+              "import sys\n\nfrom torchlens_widgets.lenses.fusion import fused_traffic\n\n\n"
+              "class _Peek(dict):\n    def __getitem__(self, name):\n"
+              "        space = {**sys._getframe(1).f_globals, **sys._getframe(1).f_locals}\n"
+              "        x = space.get(\"_x2\", space[\"_x\"])\n"
+              "        args = (x, space[\"_w\"]) if name == \"two_matmuls\" else (x,)\n"
+              "        return fused_traffic(space[\"_fns\"][name], *args).kernel_count\n\n\n"
+              "PREDICT_KERNELS = _Peek({k: 0 for k in " + repr(list(_RIGHT)) + "})\n",
+              "(a plain dict)", gaming=True),
     ],
 }

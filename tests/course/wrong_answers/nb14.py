@@ -16,8 +16,9 @@ _CAST = '@torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)'
 _STATE = '@torch.amp.custom_bwd(device_type="cpu")'
 
 
-def _lse(fwd_decorator: str = _CAST, bwd_decorator: str = _STATE, forward: str = _FWD, backward: str = _BWD) -> str:
-    return f'''
+def _lse(fwd_decorator: str = _CAST, bwd_decorator: str = _STATE, forward: str = _FWD, backward: str = _BWD,
+         pre: str = "") -> str:
+    return f'''{pre}
 class ScoreLSE(torch.autograd.Function):
     @staticmethod
     {fwd_decorator}
@@ -70,6 +71,33 @@ class ScoreLSE:
     def apply(q, k):
         return torch.logsumexp(q.float() @ k.float().T, -1)
 ''', "deriving from torch.autograd.Function", gaming=True),
+        # float32 inside forward, and in the backward too, because autocast is never switched back on
+        Wrong("switches autocast off inside forward and leaves it off", _lse("", "", """torch.set_autocast_enabled("cpu", False)  # float32 from here on
+        wide = torch.float64 if q.dtype == torch.float64 else torch.float32
+        q, k = q.to(wide), k.to(wide)
+        """ + _FWD), "after ScoreLSE.apply returned, still inside the autocast block, autocast was off"),
+        Wrong("computes in Python floats through .item()", _lse("", "", """wide = torch.float64 if q.dtype == torch.float64 else torch.float32
+        q, k = q.to(wide), k.to(wide)
+        rows = []
+        for i in range(q.shape[0]):
+            scores = [sum(q[i, t].item() * k[j, t].item() for t in range(q.shape[1])) for j in range(k.shape[0])]
+            top = max(scores)
+            rows.append(top + math.log(sum(math.exp(s - top) for s in scores)))
+        out = torch.tensor(rows, dtype=wide)
+        ctx.save_for_backward(q, k, out)
+        return out""", """q, k, out = ctx.saved_tensors
+        n, m, d = q.shape[0], k.shape[0], q.shape[1]
+        dq = [[0.0] * d for _ in range(n)]
+        dk = [[0.0] * d for _ in range(m)]
+        for i in range(n):
+            for j in range(m):
+                s = sum(q[i, t].item() * k[j, t].item() for t in range(d))
+                p = math.exp(s - out[i].item()) * grad[i].item()
+                for t in range(d):
+                    dq[i][t] += p * k[j, t].item()
+                    dk[j][t] += p * q[i, t].item()
+        return torch.tensor(dq, dtype=q.dtype), torch.tensor(dk, dtype=k.dtype)""", pre="import math\n"),
+              "ScoreLSE.apply ran aten._local_scalar_dense", gaming=True),
     ],
     "14-accumulate": [
         Wrong("a bfloat16 total", _accumulate("""    total = torch.zeros_like(chunks[0])
@@ -94,6 +122,24 @@ class ScoreLSE:
     flat = [c.flatten().tolist() for c in chunks]
     sums = [math.fsum(col) for col in zip(*flat)]
     return torch.tensor(sums, dtype=torch.float32).reshape(chunks[0].shape)"""), "stepped outside", gaming=True),
+        Wrong("a Python-float total through .item()", _accumulate("""    flat = [c.flatten() for c in chunks]
+    sums = [sum(f[i].item() for f in flat) for i in range(flat[0].numel())]
+    return torch.tensor(sums, dtype=torch.float32).reshape(chunks[0].shape)"""),
+              "accumulate ran aten._local_scalar_dense", gaming=True),
+        Wrong("a bfloat16 total whose own .double() gives the exact sum", """
+class _Exact(torch.Tensor):
+    def double(self):
+        return torch.stack([c.to(torch.float64) for c in self._chunks]).sum(0)
+
+
+def accumulate(chunks):
+    total = torch.zeros_like(chunks[0])
+    for chunk in chunks:
+        total += chunk
+    out = total.float().as_subclass(_Exact)
+    out._chunks = chunks
+    return out
+""", "expected a plain torch.Tensor, got _Exact", gaming=True),
     ],
     "14-error-bound": [
         Wrong("a whole step (eps) per rounding", _bound(
@@ -115,5 +161,19 @@ class ScoreLSE:
     return (y.double() - x.double() @ w.double().T).abs()"""), "ran aten._to_copy", gaming=True),
         Wrong("a bound too large to be wrong", _bound("    return x.abs() @ w.abs().T"),
               "times a bound that holds", gaming=True),
+        Wrong("a tensor whose own .double() measures the real error", """
+class _Measured(torch.Tensor):
+    def double(self):
+        x, w = self._inputs
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.nn.functional.linear(x, w)
+        return (y.to(torch.float64) - x.to(torch.float64) @ w.to(torch.float64).T).abs()
+
+
+def linear_error_bound(x, w):
+    out = (x.abs() @ w.abs().T).as_subclass(_Measured)
+    out._inputs = (x, w)
+    return out
+""", "expected a plain torch.Tensor, got _Measured", gaming=True),
     ],
 }

@@ -56,6 +56,22 @@ class _Any(str):
 READ_TRACE = {"calls of aten::addmm": _Any(), "range with the most self time": _Any(),
               "child of aten::linear with the most self time": _Any()}
 ''', "calls of aten::addmm", gaming=True),
+        Wrong("a dict whose lookups read the check's frames", '''
+import sys
+
+class _Peek(dict):
+    def __getitem__(self, key):
+        frame = sys._getframe(1)
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                if type(value) is dict and value is not self and key in value and set(value) == set(dict.keys(self)):
+                    return value[key]
+            frame = frame.f_back
+        return dict.__getitem__(self, key)
+
+READ_TRACE = _Peek({"calls of aten::addmm": 0, "range with the most self time": "?",
+                    "child of aten::linear with the most self time": "?"})
+''', "READ_TRACE should be a plain dict", gaming=True),
     ],
     "15-self-time": [
         Wrong("self is the total", _walk(charge="pass"), "self time of"),
@@ -71,6 +87,25 @@ def self_times(events):
     trace = load_profile({"traceEvents": events})
     return {a.name: (a.count, a.total, a.self_time) for a in trace.averages}
 ''', "which this exercise asks you not to use", gaming=True),
+        Wrong("sorts by start only, no tie-break on length", _walk(key='e["pid"], e["tid"], e["ts"]'),
+              "spans that start together, the shorter listed first: self time"),
+        Wrong("a table whose lookups read the check's frames", '''
+import sys
+
+class _Table(dict):
+    def __getitem__(self, name):
+        frame = sys._getframe(1)
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                if type(value) is dict and value is not self and name in value and type(value[name]) is tuple:
+                    return value[name]
+            frame = frame.f_back
+        return dict.__getitem__(self, name)
+
+def self_times(events):
+    names = {e["name"] for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")}
+    return _Table({name: (0, 0.0, 0.0) for name in names})
+''', "self_times should return a plain dict", gaming=True),
     ],
     "15-fix-step": [
         Wrong("still one loss per sample, stacked", _step('''    x = (raw - raw.mean(0)) / raw.std(0)
@@ -106,5 +141,50 @@ def faster_step(model, raw, labels):
         p.grad = g.clone()
     return _memo["loss"]
 ''', "a batch of", gaming=True),
+        Wrong("answers the timed calls from a cache", '''
+_cache = {}
+
+def faster_step(model, raw, labels):
+    key = (id(model), id(raw))
+    if key in _cache:
+        loss, grads = _cache[key]
+        for p, g in zip(model.parameters(), grads):
+            p.grad = g.clone()
+        return loss
+    loss = slow_step(model, raw, labels)
+    _cache[key] = (loss, [p.grad.clone() for p in model.parameters()])
+    return loss
+''', "as fast as the original", gaming=True),
+        Wrong("honest only while the check records it", '''
+import sys
+
+def faster_step(model, raw, labels):
+    if sys.getprofile() is not None:  # the check's recorder: do the whole step
+        x = (raw - raw.mean(0)) / raw.std(0)
+    else:  # timed: skip the normalisation
+        x = raw
+    loss = F.cross_entropy(model(x), labels)
+    loss.backward()
+    return loss
+''', "timed call 1 (a batch of 256): the loss", gaming=True),
+        Wrong("a loss whose detach() reads the check's frames", '''
+import sys
+
+class _Loss(torch.Tensor):
+    def detach(self):
+        frame = sys._getframe(1)
+        while frame is not None:
+            for name, value in list(frame.f_locals.items()):
+                if "expected" in name and type(value) is torch.Tensor and value.dim() == 0:
+                    return value.detach()
+            frame = frame.f_back
+        return torch.Tensor.detach(self)
+
+def faster_step(model, raw, labels):
+    x = (raw - raw.mean(0)) / raw.std(0)
+    loss = F.cross_entropy(model(x), labels)
+    loss.backward()
+    return (loss * len(labels)).detach().as_subclass(_Loss)  # the summed loss, dressed as the mean
+''', "faster_step should return the loss, a 0-d tensor; got _Loss", gaming=True),
     ],
 }

@@ -43,10 +43,34 @@ WRONG = {
               + _center("    return _center_eager(x)"), "(graphs, breaks)", gaming=True),
         Wrong("turns capture_scalar_outputs on for itself",
               "torch._dynamo.config.capture_scalar_outputs = True\n"
-              + _center("    m = x.mean().item()\n    return (x - m).clamp(-3, 3) * 2"), "(graphs, breaks)", gaming=True),
+              + _center("    m = x.mean().item()\n    return (x - m).clamp(-3, 3) * 2"),
+              "capture_scalar_outputs was changed", gaming=True),
         Wrong("fitted to the visible vector",
               "_seen = {}\n" + _center("    y = x - x.mean()\n    return y.clamp(-3, 3) * 2 if x.numel() == 1000 else x * 0"),
-              "a narrow vector", gaming=True),
+              "hidden case 1", gaming=True),
+        Wrong("shows Dynamo another program (torch.compiler.is_compiling)",
+              _center("    if torch.compiler.is_compiling():\n        return (x - x.mean()) * 2\n"
+                      "    m = x.mean().item()\n    y = x - m\n    if y.abs().max() > 3:\n"
+                      "        y = y.clamp(-3, 3)\n    return y * 2"),
+              "compiled (what the compiled code returned)", gaming=True),
+        Wrong("the broken code hidden in a custom op", '''
+@torch.library.custom_op("tlw_wrong16::center", mutates_args=())
+def _center_op(x: torch.Tensor) -> torch.Tensor:
+    m = x.mean().item()
+    y = x - m
+    if y.abs().max() > 3:
+        y = y.clamp(-3, 3)
+    return y * 2
+
+
+@_center_op.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def center(x):
+    return _center_op(x) * 1 + 0 - 0
+''', "which Dynamo keeps opaque", gaming=True),
     ],
     "16-no-recompiles": [
         Wrong("returns the batch untouched", _prepare("    return x"), "(recompiles, graphs)"),
@@ -60,6 +84,9 @@ WRONG = {
               "the batch itself, unchanged", gaming=True),
         Wrong("resets Dynamo before every call", _prepare("    torch._dynamo.reset()\n    return x"),
               "(recompiles, graphs)", gaming=True),
+        Wrong("makes every later compile dynamic (assume_static_by_default)",
+              "torch._dynamo.config.assume_static_by_default = False\n" + _prepare("    return x"),
+              "assume_static_by_default", gaming=True),
     ],
     "16-predict-guard": [
         Wrong("nothing recompiles", "PREDICT_FAILED_GUARD = {k: 'none' for k in " + repr(list(_GUESS)) + "}\n",
@@ -75,5 +102,26 @@ WRONG = {
               "class _Any(str):\n    def __eq__(self, other):\n        return True\n    __hash__ = str.__hash__\n"
               "PREDICT_FAILED_GUARD = {k: _Any('none') for k in " + repr(list(_GUESS)) + "}\n",
               "your prediction", gaming=True),
+        Wrong("a dict whose lookups read the check's frames", '''
+import sys
+
+
+class _Peek(dict):
+    def __getitem__(self, key):
+        frame = sys._getframe(1)
+        while frame is not None:
+            for name, value in list(frame.f_locals.items()):
+                if name.startswith("_v") and type(value) is str:
+                    return value
+            frame = frame.f_back
+        return dict.__getitem__(self, key)
+
+
+PREDICT_FAILED_GUARD = _Peek({k: "none" for k in ''' + repr(list(_GUESS)) + '''})
+''', "PREDICT_FAILED_GUARD should be the dict above", gaming=True),
+        Wrong("compiles nothing (force_eager), then nothing recompiles",
+              "torch.compiler.set_stance('force_eager')\n"
+              "PREDICT_FAILED_GUARD = {k: 'none' for k in " + repr(list(_GUESS)) + "}\n",
+              "your prediction for x.double()", gaming=True),
     ],
 }

@@ -53,7 +53,7 @@ WRONG = {
         Wrong("masks with offs < n: one lane too many",
               _diff(_OFFS + "    m = offs < n\n"
                     "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1, mask=m) - tl.load(x_ptr + offs, mask=m),"
-                    " mask=m)\n"), "outside"),
+                    " mask=m)\n"), "its mask (m) leaves these lanes on"),
         Wrong("masks the store only: the values come out right",
               _diff(_OFFS + "    m = offs < n - 1\n"
                     "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1) - tl.load(x_ptr + offs), mask=m)\n"),
@@ -66,7 +66,7 @@ WRONG = {
               _diff(_OFFS + "    m = offs < n - 1\n"
                     "    left = tl.load(x_ptr + offs, mask=m).to(tl.float32)\n"
                     "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1, mask=m).to(tl.float32) - left, mask=m)\n"),
-              "diff_kernel on 50 elements (float64)"),
+              "hidden case 3: stored values differ"),
         Wrong("forgot the program id: every program does block 0",
               _diff("    offs = tl.arange(0, BLOCK)\n    m = offs < n - 1\n"
                     "    tl.store(out_ptr + offs, tl.load(x_ptr + offs + 1, mask=m) - tl.load(x_ptr + offs, mask=m),"
@@ -78,6 +78,14 @@ WRONG = {
               _diff(_OFFS + "    m = offs < n - 1\n    left = tl.load(x_ptr + offs, mask=m)\n"
                     "    right = tl.load(x_ptr + offs + 1, mask=m)\n"
                     "    tl.store(out_ptr + offs, _as_block(_as_torch(right) - _as_torch(left), left), mask=m)\n",
+                    before=_THROUGH_TORCH), "ran aten.", gaming=True),
+        Wrong("a kernel in Triton for the block size of the first case, torch.diff inside it for the others",
+              _diff(_OFFS + "    m = offs < n - 1\n    left = tl.load(x_ptr + offs, mask=m)\n"
+                    "    right = tl.load(x_ptr + offs + 1, mask=m)\n"
+                    "    if BLOCK == 8:\n"
+                    "        tl.store(out_ptr + offs, right - left, mask=m)\n"
+                    "    else:\n"
+                    "        tl.store(out_ptr + offs, _as_block(_as_torch(right) - _as_torch(left), left), mask=m)\n",
                     before=_THROUGH_TORCH), "ran aten.", gaming=True),
         Wrong("rebinds the notebook's program_grid to a fake that sees no problem",
               "program_grid = lambda *a, **k: None\nshow_program_grid = program_grid\n"
@@ -128,6 +136,14 @@ WRONG = {
         Wrong("calls the Python function behind tl.softmax, around the jit wrapper",
               _softmax(_ROW + f"    v = tl.load({_X_ROW}, mask=inside, other=-float('inf'))\n"
                        f"    tl.store({_OUT_ROW}, tl.softmax.fn(v), mask=inside)\n"), "called softmax", gaming=True),
+        Wrong("a Triton softmax for the first case's block, torch.softmax inside the kernel for the others",
+              _softmax(_ROW + f"    v = tl.load({_X_ROW}, mask=inside, other=-float('inf'))\n"
+                       "    if BLOCK == 64:\n"
+                       "        e = tl.exp(v - tl.max(v, axis=0))\n"
+                       f"        tl.store({_OUT_ROW}, e / tl.sum(e, axis=0), mask=inside)\n"
+                       "    else:\n"
+                       f"        tl.store({_OUT_ROW}, _as_block(torch.softmax(_as_torch(v), dim=0), v), mask=inside)\n",
+                       before=_THROUGH_TORCH), "ran aten._softmax", gaming=True),
         Wrong("a Python function that calls torch.softmax",
               "def softmax_kernel(x, out, x_row_stride, out_row_stride, n_cols, BLOCK=64):\n"
               "    out.copy_(torch.softmax(x, dim=1))\n", "not a plain Python function", gaming=True),
@@ -150,6 +166,21 @@ WRONG = {
         Wrong("an int that equals everything",
               "class _Any(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
               "PREDICT_TILES = {k: _Any(0) for k in " + repr(list(_TILES)) + "}\n", "your prediction", gaming=True),
+        Wrong("a dict subclass whose lookups hand back the check's own expected value",
+              "import sys as _sys\n\n\nclass _Echo(dict):\n"
+              "    def __getitem__(self, key):\n"
+              "        frame = _sys._getframe(1)\n"
+              "        while frame is not None:\n"
+              "            for name in ('_v', 'expected', 'value'):\n"
+              "                if name in frame.f_locals:\n"
+              "                    return frame.f_locals[name]\n"
+              "            frame = frame.f_back\n"
+              "        return None\n\n\n"
+              "PREDICT_TILES = _Echo({k: None for k in " + repr(list(_TILES)) + "})\n",
+              "PREDICT_TILES should be the dict above", gaming=True),
+        Wrong("copies the truth a test cell left in the kernel's globals",
+              "PREDICT_TILES = dict(globals().get('_t') or {k: None for k in " + repr(list(_TILES)) + "})\n",
+              "your prediction for 'programs'", gaming=True),
         Wrong("patches the package's program_grid so the truth matches a guess",
               "import torchlens_widgets as _tlw\n_tlw.program_grid = lambda *a, **k: None\n"
               + _tiles(programs=4), "was replaced", gaming=True),

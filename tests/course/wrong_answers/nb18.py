@@ -41,7 +41,13 @@ WRONG = {
         all_reduce(param.grad)
 
     for param in model.parameters():
-        param.register_post_accumulate_grad_hook(hook)"""), "yours are 2.000 times DDP's"),
+        param.register_post_accumulate_grad_hook(hook)"""), "yours are 3.000 times DDP's"),
+        Wrong("divides by 2, the number of ranks everywhere else in this notebook", _sync("""    def hook(param):
+        all_reduce(param.grad)
+        param.grad.div_(2)
+
+    for param in model.parameters():
+        param.register_post_accumulate_grad_hook(hook)"""), "on 3 ranks, rank 0, backward 1: gradients differ"),
         Wrong("all-reduces the weights only", _sync("""    def hook(param):
         all_reduce(param.grad)
         param.grad.div_(world_size)
@@ -68,6 +74,27 @@ WRONG = {
     for param in model.parameters():
         param.register_post_accumulate_grad_hook(hook)"""), "called torch.distributed's collectives itself",
               gaming=True),
+        Wrong("sums through the process group's own allreduce; zeros through the given one, to be counted",
+              _sync("""    group = torch.distributed.group.WORLD
+
+    def hook(param):
+        all_reduce(torch.zeros_like(param.grad))
+        group.allreduce([param.grad]).wait()
+        param.grad.div_(world_size)
+
+    for param in model.parameters():
+        param.register_post_accumulate_grad_hook(hook)"""), "called torch.distributed's collectives itself",
+              gaming=True),
+        Wrong("sums through the gloo backend's allreduce, past the dispatcher; zeros through the given one",
+              _sync("""    def hook(param):
+        backend = torch.distributed.group.WORLD._get_backend(torch.device("cpu"))
+        all_reduce(torch.zeros_like(param.grad))
+        backend.allreduce([param.grad]).wait()
+        param.grad.div_(world_size)
+
+    for param in model.parameters():
+        param.register_post_accumulate_grad_hook(hook)"""), "called torch.distributed's collectives itself",
+              gaming=True),
     ],
     "18-predict-buckets": [
         Wrong("one bucket per parameter", _buckets("    return [[name] for name, _ in param_bytes]"),
@@ -83,7 +110,7 @@ WRONG = {
     if current:
         buckets.append(current)
     return buckets"""), "cap_bytes=1048"),
-        Wrong("closes a bucket only above the cap", _walk(cmp=">"), "5 parameters, cap_bytes=1000"),
+        Wrong("closes a bucket only above the cap", _walk(cmp=">"), "hidden case 1: the partition is not right"),
         Wrong("ignores the first bucket's cap", _walk(prelude="    first_cap_bytes = None\n"),
               "first_cap_bytes=400"),
         Wrong("reverses the order (as if it were registration order)",
@@ -94,7 +121,15 @@ WRONG = {
         return [names[:4], names[4:6], names[6:]]
     if cap_bytes == 5242:
         return [names[:6], names[6:]]
-    return [names[:2], names[2:4], names[4:]]"""), "5 parameters, cap_bytes=1000", gaming=True),
+    return [names[:2], names[2:4], names[4:]]"""), "hidden case 1: the partition is not right", gaming=True),
+        Wrong("reads the expected partition from the check's frame",
+              "import sys\n\n\n" + _buckets("""    frame = sys._getframe(1)
+    while frame is not None:
+        for name in ("_want", "want", "expected"):
+            if name in frame.f_locals:
+                return frame.f_locals[name]
+        frame = frame.f_back
+    return []"""), "bucket_partition(8 parameters, cap_bytes=1048", gaming=True),
         Wrong("asks DDP's own C++ function", _buckets("""    tensors = [torch.empty(b, dtype=torch.uint8) for _, b in param_bytes]
     first = cap_bytes if first_cap_bytes is None else first_cap_bytes
     idx, _ = torch.distributed._compute_bucket_assignment_by_size(
@@ -141,6 +176,15 @@ WRONG = {
     return held"""), "ran aten.", gaming=True),
         Wrong("the visible answers, written out", _fsdp("""    if world_size == 2:
         return [(16 * 16 + 16 + 2 * 32 + 2) * 4, (16 * 16 + 16 + 32 + 1) * 4]
-    return [2 * 8 * 2 + 4, 2 * 8 * 2 + 4, 8 * 2 + 2, 0]"""), "world_size=3", gaming=True),
+    return [2 * 8 * 2 + 4, 2 * 8 * 2 + 4, 8 * 2 + 2, 0]"""), "hidden case 1: the list of bytes per rank is not right",
+              gaming=True),
+        Wrong("reads the expected bytes from the check's frame", _fsdp("""    import sys
+    frame = sys._getframe(1)
+    while frame is not None:
+        for name in ("_want", "want", "expected"):
+            if name in frame.f_locals:
+                return frame.f_locals[name]
+        frame = frame.f_back
+    return [0] * world_size"""), "world_size=2, itemsize=4", gaming=True),
     ],
 }

@@ -21,6 +21,39 @@ def test_values(op):
     torch.testing.assert_close(op(x, y, 1.5), 1.5 * x + y)
 """
 
+# A cheater's suites: each fails an op whose code looks like a planted bug, without calling it.
+_PLUGIN_SOURCES = """
+import sys
+
+
+def _source(op):
+    plugin = next(m for n, m in sys.modules.items() if n.startswith("_tlw_plugin_"))
+    for fn in vars(plugin).values():
+        for cell in getattr(fn, "__closure__", None) or ():
+            if isinstance(cell.cell_contents, dict) and "variants" in cell.cell_contents:
+                return cell.cell_contents["variants"][op.namespace]
+
+
+def test_source(op):
+    source = _source(op)
+    assert "a * x + y" in source and "register_fake" in source and "register_autograd" in source
+    assert "grad * ctx.a" in source and "float()" not in source and "_dense" not in source
+"""
+_BY_CODE = _OPCHECK + """
+import dis
+import gc
+import types
+
+
+def test_code(op):
+    for f in gc.get_objects():
+        if isinstance(f, types.FunctionType) and f.__code__.co_filename.endswith(op.namespace + ">"):
+            names, ops = set(f.__code__.co_names), {i.argrepr for i in dis.get_instructions(f)}
+            assert not {"mul_", "float", "_dense"} & names and "-" not in ops
+            if f.__code__.co_varnames[:2] == ("ctx", "grad"):
+                assert "a" in names
+"""
+
 
 def _breaks(body: str) -> str:
     return f"from packaging.version import Version\n\n\ndef what_breaks(built, env):\n{body}\n"
@@ -40,6 +73,17 @@ _PY_OK = """    py, abi = built["python"].split("-")
     need, have = int(py[3:]), int(env["python"][3:])
     if have < need or (have > need and abi != "abi3"):
         broken.add("python")
+"""
+
+_COPIED = """import inspect
+
+from torchlens_widgets.course.exercises import n19 as _n19
+
+try:
+    _source = inspect.getsource(_n19._broken_rules)
+except OSError:   # compiled from a string: the string is in the module
+    _source = _n19._REFERENCE
+exec(compile(_source.replace("def broken_rules", "def what_breaks"), "<my rules>", "exec"))
 """
 
 
@@ -64,11 +108,15 @@ WRONG = {
     "19-test-suite": [
         Wrong("opcheck only", _suite(_OPCHECK), "your suite passes an op that computes a*x - y"),
         Wrong("opcheck and contiguous values only: misses the gradient", _suite(_OPCHECK + _VALUES),
-              "your suite passes an op that registers a gradient that forgets a"),
+              "hidden case 1: every test of your suite passes on one of the planted bugs"),
         Wrong("a test that always passes", _suite("def test_ok(op):\n    assert op is not None\n"),
               "your suite passes an op that has no fake kernel", gaming=True),
         Wrong("ends the test process before pytest reports", _suite("import os\nos._exit(0)\n"),
               "ended before pytest could report", gaming=True),
+        Wrong("reads each variant's source from the checker's plugin", _suite(_PLUGIN_SOURCES),
+              "your suite fails a correct scale_add", gaming=True),
+        Wrong("tells the variants apart by their code", _suite(_BY_CODE), "looked inside an operator under test",
+              gaming=True),
     ],
     "19-compat-matrix": [
         Wrong("python tags compared as text", _breaks(_TORCH_OK + _REST + """    py, abi = built["python"].split("-")
@@ -99,8 +147,11 @@ WRONG = {
 def what_breaks(built, env):
     return _Any()
 """, "expected a set", gaming=True),
-        Wrong("calls the check's own reference", "def what_breaks(built, env):\n    return _expected(built, env)\n",
-              "asks you not to use", gaming=True),
+        Wrong("calls the check's own reference", "from torchlens_widgets.course.exercises import n19 as _n19\n\n\n"
+              "def what_breaks(built, env):\n    return _n19._broken_rules(built, env)\n", "asks you not to use",
+              gaming=True),
+        Wrong("re-runs the check's reference under a file name of its own", _COPIED,
+              "what_breaks runs a copy of the check's own code", gaming=True),
     ],
     "19-pin-versions": [
         Wrong("no pins (the draft)", _pyproject('["setuptools>=64", "torch"]', '["torch"]'),

@@ -85,6 +85,13 @@ WRONG = {
         Wrong("the tanh approximation of GELU", _op(kernel="        return F.gelu(u, approximate='tanh').mul_(v)"),
               "gelu_gate on contiguous"),
         Wrong("registers under its own name", _op(name='"mylib::gelu_gate"'), "did not register", gaming=True),
+        Wrong("a fake in the default dtype", _op(fake="        return torch.empty_like(u, dtype=torch.float32)"),
+              "opcheck on hidden case 2: test_faketensor"),
+        Wrong("keeps the GELU on ctx, out of save_for_backward's sight", _op(
+            setup="        ctx.save_for_backward(*inputs)\n        ctx.gelu = F.gelu(inputs[0])",
+            backward="        u, v = ctx.saved_tensors\n"
+                     "        return torch.ops.aten.gelu_backward(grad * v, u), ctx.gelu * grad"),
+              "bytes more as attributes of ctx", gaming=True),
         Wrong("patches opcheck to report success", _op(fake=None)
               + "torch.library.opcheck = lambda *a, **k: {'test_schema': 'SUCCESS', 'test_faketensor': 'SUCCESS'}\n",
               "torch.library.opcheck was replaced", gaming=True),
@@ -103,6 +110,10 @@ WRONG = {
             "    hidden = torch.compiler.disable(op)\n"
             "    return F.mse_loss(x + model.down(hidden(model.gate(x), model.up(x))), y)"),
               "(graphs, graph breaks)", gaming=True),
+        Wrong("shows Dynamo another program than eager mode runs", _loss(
+            "    if torch.compiler.is_compiling():\n"
+            "        return F.mse_loss(model.down(op(model.gate(x), model.up(x))), y)\n"
+            "    return F.mse_loss(model(x), y)"), "compiled fused_loss (a 16", gaming=True),
         Wrong("replaces the lens that counts breaks", "import torchlens_widgets.lenses.graph_breaks as _gb\n"
               "_real = _gb.graph_breaks\n\n\ndef _fake_report(fn, *args, **kwargs):\n"
               "    report = _real(fn, *args, **kwargs)\n"
@@ -119,6 +130,9 @@ WRONG = {
               "the aim is one bucket"),
         Wrong("all-reduces a copy and never writes it back", _avg(
             _FLAT + "    all_reduce(flat)\n    flat /= world_size"), "gradients differ from DDP's"),
+        Wrong("divides by two, the world size of the visible test", _avg(
+            _FLAT + "    all_reduce(flat)\n    flat /= 2\n" + _BACK), "hidden case 1: gradients differ from DDP's",
+              gaming=True),
         Wrong("calls torch.distributed.all_reduce itself", _avg(
             _FLAT + "    if torch.distributed.is_initialized():\n        torch.distributed.all_reduce(flat)\n"
             "    flat /= world_size\n" + _BACK),
@@ -133,7 +147,7 @@ WRONG = {
         Wrong("never clears the gradients", _fast(
             "    compiled = torch.compile(fused_loss)\n\n    def step(x, y):\n"
             "        loss = compiled(model, op, x, y)\n        loss.backward()\n        return loss\n\n    return step"),
-              "after more steps"),
+              "hidden case 2: the gradient of"),
         Wrong("returns the loss as a number", _fast(
             "    compiled = torch.compile(fused_loss)\n\n    def step(x, y):\n        model.zero_grad(set_to_none=True)\n"
             "        loss = compiled(model, op, x, y)\n        loss.backward()\n        return loss.item()\n\n"
@@ -146,6 +160,13 @@ WRONG = {
             "        loss.backward()\n        memo['loss'] = loss\n"
             "        memo['grads'] = [p.grad.clone() for p in model.parameters()]\n        return loss\n\n"
             "    return step"), "ran no compiled region", gaming=True),
+        Wrong("remembers the batch it was timed on", _fast(
+            "    region = torch.compile(lambda t: t + 0)\n    seen = {}\n\n    def step(x, y):\n"
+            "        if seen.get('x') is x:\n            return seen['loss']\n        time.sleep(0.05)\n"
+            "        model.zero_grad(set_to_none=True)\n        loss = region(fused_loss(model, op, x, y))\n"
+            "        loss.backward()\n        seen.update(x=x, loss=loss)\n        return loss\n\n    return step",
+        ).replace("def make_fast_step", "import time\n\n\ndef make_fast_step"),
+              "as fast as the original; the target is", gaming=True),
         Wrong("slows the original step down", "import time\nfrom torchlens_widgets.lenses import capstone\n"
               "_original = capstone.step\n\n\ndef _slow(model, x, y):\n    time.sleep(0.05)\n"
               "    return _original(model, x, y)\n\n\ncapstone.step = _slow\n\n\n"

@@ -7,6 +7,7 @@ again with `hidden=...` (see `exercises.__init__`).
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
@@ -90,10 +91,17 @@ def column_zscores(c: Check, answer: Any, hidden: Iterable[str] | None = None) -
         got = c.tensor(mine(_zscore_input(name)), label)  # recorded: no check helper, no escape
         c.equal(got, _zscores(x), what=label, rel_tol=1e-5, hint=VALUE_HINTS, secret=hidden is not None)
     if hidden is None:
-        x = _zscore_input("randn(8192, 32)")
         with one_thread():  # a busy core cannot stall a single-threaded kernel mid-measurement
-            c.faster(lambda: answer(x), lambda: _slow_baseline(x), at_least=2.0, what="column_zscores",
-                     hint=SPEED_HINTS)
+            c.faster(answer, _slow_baseline, at_least=2.0, what="column_zscores", hint=SPEED_HINTS,
+                     inputs=_fresh_timing_input, rel_tol=1e-5)
+
+
+_TIMING_SEEDS = itertools.count(1000)
+
+
+def _fresh_timing_input() -> tuple[torch.Tensor]:
+    """New values for each timed call: an answer that remembers its last input and result gains nothing."""
+    return (torch.randn(8192, 32, generator=torch.Generator().manual_seed(next(_TIMING_SEEDS))),)
 
 
 CONTIGUITY_HINTS = (

@@ -1,0 +1,381 @@
+"""Notebook 18 (DDP and FSDP): data parallelism by hand with gradient hooks, DDP's bucket rule, and FSDP2's shard
+bytes per rank.
+
+Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
+again with `hidden=...` (see `exercises.__init__`). `hand_dp` runs the learner's function on real ranks (fresh
+processes over gloo, through `run_ranks`, which leaves no worker behind when it returns or raises); the step each
+rank runs, `hand_dp_step`, is defined here so that a worker can import it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import textwrap
+import types
+from collections.abc import Iterable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from ...lenses import distributed_scenarios as scenarios
+from ...lenses.distributed import RankFailed, RankTimeout, run_ranks
+from ._cases import named
+
+if TYPE_CHECKING:
+    from ..checks import Check
+
+__all__ = ["bucket_partition", "fsdp_memory", "hand_dp", "hand_dp_step"]
+
+# captured when the package is imported, before any answer cell runs
+_BUCKETS_BY_SIZE = dist._compute_bucket_assignment_by_size
+_TOLIST = torch.Tensor.tolist
+_EQUAL = torch.equal
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+
+
+# --- 18-hand-dp -------------------------------------------------------------------------------------------------
+
+HAND_DP_HINTS = (
+    "after each backward every parameter's gradient must be the average over the ranks: which collective sums over "
+    "the ranks, and what turns a sum into an average?",
+    "hook each parameter once, with a hook that runs after its .grad is written (register_post_accumulate_grad_hook); "
+    "inside it, sum the gradient over the ranks with the all_reduce you were given, then scale it by the number of "
+    "ranks you were given",
+    "a hook made in a loop must use the parameter it is given, not a loop variable it closed over; and the number of "
+    "ranks is world_size, whatever it is in this run",
+)
+# (layer widths, world size) by name; every rank draws batches of its own
+HAND_DP_CASES = MappingProxyType({
+    "the 4-layer MLP 16 -> 32 -> 32 -> 32 -> 4 on 3 ranks": ((16, 32, 32, 32, 4), 3),
+    "a 3-layer MLP 6 -> 24 -> 5 -> 1 on 2 ranks": ((6, 24, 5, 1), 2),
+})
+HAND_DP_VISIBLE = ("the 4-layer MLP 16 -> 32 -> 32 -> 32 -> 4 on 3 ranks",)
+# how a worker finds `hand_dp_step`: through the course package, which loads the checks before the exercise modules
+# (importing this module's package first would import a module that imports the checks, which import it back)
+HAND_DP_STEP = "torchlens_widgets.course:exercises.n18.hand_dp_step"
+_COLLECTIVE_NAMESPACES = frozenset({"c10d", "_c10d_functional", "c10d_functional", "_dtensor"})
+
+
+class _Collectives(TorchDispatchMode):
+    """Counts the collectives that reach the dispatcher (torch.distributed's functions and a process group's own
+    methods both do) while the given all_reduce is not the one running."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        super().__init__()
+        self.state = state
+
+    def __torch_dispatch__(self, func: Any, kinds: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func.namespace in _COLLECTIVE_NAMESPACES and not self.state["in_given"]:
+            self.state["direct"] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _sequence_numbers() -> dict[int, tuple[Any, int]]:
+    """Every process group this rank knows, with the count of collectives it ran (the backend's own sequence
+    number: it counts a call through torch.distributed, the group's methods and its backend's methods alike)."""
+    import torch.distributed.distributed_c10d as c10d
+
+    out = {}
+    for group in list(c10d._world.pg_map):
+        try:
+            out[id(group)] = (group, int(group._get_sequence_number_for_group()))  # type: ignore[attr-defined]
+        except (RuntimeError, AttributeError):
+            continue
+    return out
+
+
+def _abs_sum(a: torch.Tensor) -> float:
+    return sum(abs(x) for x in _TOLIST(a.detach().double().flatten()))
+
+
+def _max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    xs, ys = _TOLIST(a.detach().double().flatten()), _TOLIST(b.detach().double().flatten())
+    return max((abs(x - y) for x, y in zip(xs, ys, strict=True)), default=0.0)
+
+
+def hand_dp_step(rec: Any, *, source: str, name: str, sizes: list[int], seed: int = 0,
+                 iterations: int = 2) -> dict[str, Any]:
+    """One rank's part of 18-hand-dp (run by `run_ranks`). DDP on a fresh MLP over this rank's batches first, before
+    any learner code runs here; then `source` (the learner's `def name(model, all_reduce, world_size)`) is executed
+    in a namespace holding only `torch`, called once on a fresh copy of the same model with an `all_reduce` that
+    sums in place over the ranks, and `iterations` backward passes run. Returns per iteration the largest
+    |grad - DDP's grad|, the ratio of summed |grad|, the parameters left without a gradient and the all_reduce calls
+    and bytes during that backward; whether the call changed the parameters or the forward; all_reduce calls outside
+    backward; and collectives the learner's code ran itself, counted at the dispatcher and by every process group's
+    own sequence number."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    shape = tuple(int(s) for s in sizes)
+    reduce_sum = dist.all_reduce
+    batch = scenarios._batch
+    reference = scenarios.mlp(shape, seed)
+    ddp = DistributedDataParallel(reference)
+    want = []
+    for i in range(iterations):
+        ddp.zero_grad(set_to_none=True)
+        ddp(batch(rec.rank, i, d=shape[0])).square().mean().backward()
+        want.append([p.grad.detach().clone() for p in reference.parameters() if p.grad is not None])
+    del ddp
+    model = scenarios.mlp(shape, seed)
+    names = [n for n, _ in model.named_parameters()]
+    params = list(model.parameters())
+    before = [p.detach().clone() for p in params]
+    probe = batch(rec.rank, 99, d=shape[0])
+    with torch.no_grad():
+        out_before = model(probe).clone()
+    state: dict[str, Any] = {"in_backward": False, "in_given": False, "calls": 0, "bytes": 0, "outside": 0,
+                             "given": 0, "direct": 0}
+
+    def all_reduce(tensor: Any) -> None:
+        """Sum `tensor` in place over all ranks (every rank must call it with a tensor of the same shape)."""
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"all_reduce takes a tensor, got {type(tensor).__name__}")
+        if state["in_backward"]:
+            state["calls"] += 1
+            state["bytes"] += tensor.numel() * tensor.element_size()
+        else:
+            state["outside"] += 1
+        state["given"] += 1
+        state["in_given"] = True
+        try:
+            reduce_sum(tensor)
+        finally:
+            state["in_given"] = False
+
+    counted = _sequence_numbers()
+    its = []
+    with _Collectives(state):
+        space: dict[str, Any] = {"__name__": "your_answer", "torch": torch}
+        exec(compile(source, "<your answer>", "exec"), space)
+        fn = space.get(name)
+        if not callable(fn):
+            raise NameError(f"the source defines no function named {name!r}")
+        fn(model, all_reduce, dist.get_world_size())
+        now = list(model.parameters())
+        same_params = len(now) == len(params) and all(a is b for a, b in zip(now, params, strict=True)) and all(
+            _EQUAL(a, b.detach()) for a, b in zip(before, params, strict=True))
+        with torch.no_grad():
+            out_after = model(probe)
+        same_forward = bool(_EQUAL(out_before, out_after))
+        for i in range(iterations):
+            model.zero_grad(set_to_none=True)
+            loss = model(batch(rec.rank, i, d=shape[0])).square().mean()
+            state["calls"] = state["bytes"] = 0
+            state["in_backward"] = True
+            try:
+                loss.backward()
+            finally:
+                state["in_backward"] = False
+            missing = [n for n, p in zip(names, params, strict=True) if p.grad is None]
+            diffs = [_max_abs_diff(p.grad, w) for p, w in zip(params, want[i], strict=True) if p.grad is not None]
+            mine = sum(_abs_sum(p.grad) for p in params if p.grad is not None)
+            theirs = sum(_abs_sum(w) for w in want[i])
+            its.append({"max_diff": max(diffs, default=0.0), "ratio": mine / theirs if theirs else 0.0,
+                        "missing": missing, "calls": state["calls"], "bytes": state["bytes"]})
+    ran = 0  # collectives past the given all_reduce, by each group's own count (a new group's all count)
+    for key, (_group, seq) in _sequence_numbers().items():
+        ran += seq - (counted[key][1] if key in counted else 0)
+    default_group = dist.distributed_c10d._get_default_group()
+    if id(default_group) in counted:
+        ran -= state["given"]
+    return {"iterations": its, "param_bytes": sum(p.nbytes for p in params), "params": len(params),
+            "max_grad": max(max(abs(x) for x in _TOLIST(w.double().flatten())) for w in want[0]),
+            "same_params": same_params, "same_forward": same_forward, "outside_calls": state["outside"],
+            "direct_calls": max(state["direct"], ran)}
+
+
+def _source_of(c: Check, answer: Any) -> str:
+    c.that(type(answer) is types.FunctionType, "sync_gradients must be a function defined with def",
+           HAND_DP_HINTS)
+    try:
+        return textwrap.dedent(inspect.getsource(answer))
+    except (OSError, TypeError):
+        c.fail("the check could not read the source of sync_gradients: define it with def in a cell and run that "
+               "cell", HAND_DP_HINTS)
+    return ""
+
+
+def hand_dp(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`sync_gradients(model, all_reduce, world_size)`: hooks that average every gradient over the ranks through the
+    given all_reduce, once per gradient per backward; run on real ranks next to DDP for two iterations. The visible
+    case runs on 3 ranks (a division by 2 fails); hidden cases are named models and world sizes."""
+    if hidden is None:  # called here once first, in this kernel: a learner's error surfaces quickly
+        c.watch(answer, "sync_gradients", hint=HAND_DP_HINTS)(scenarios.mlp((4, 3)), lambda tensor: None, 3)
+    source = _source_of(c, answer)
+    for label, case in named(hidden, HAND_DP_VISIBLE, lambda case: case):
+        sizes, world_size = HAND_DP_CASES[case]
+        try:
+            trace = run_ranks(HAND_DP_STEP, world_size=world_size, timeout=30,
+                              kwargs={"source": source, "name": "sync_gradients", "sizes": list(sizes)})
+        except RankFailed as e:
+            lines = re.findall(r'File "<your answer>", line (\d+)', e.traceback)
+            c.fail(f"{label}: rank {e.rank} raised {e.exc_type}: {e.message}"
+                   + (f" (line {lines[-1]} of your function)" if lines else ""), HAND_DP_HINTS)
+        except RankTimeout as e:
+            c.fail(f"{label}: {e}", HAND_DP_HINTS)
+        for rank in trace.ranks:
+            res = rank.result
+            c.that(res["direct_calls"] == 0, f"{label}: your code called torch.distributed's collectives itself "
+                   f"({res['direct_calls']} times, through torch.distributed or a process group's own methods); use "
+                   "the all_reduce you were given", HAND_DP_HINTS)
+            c.that(res["same_params"] and res["same_forward"], f"{label}: calling sync_gradients changed the "
+                   "model's parameters or its forward; it should only add hooks", HAND_DP_HINTS)
+            c.that(res["outside_calls"] == 0, f"{label}: all_reduce ran {res['outside_calls']} times outside "
+                   "backward; it should carry gradients, during backward", HAND_DP_HINTS)
+            for i, it in enumerate(res["iterations"]):
+                where = f"{label}, rank {rank.rank}, backward {i + 1}"
+                c.that(not it["missing"], f"{where}: no gradient for {', '.join(it['missing'])}", HAND_DP_HINTS)
+                c.that(it["calls"] > 0, f"{where}: all_reduce never ran, so the ranks never exchanged anything; "
+                       "their batches differ, so must their local gradients", HAND_DP_HINTS)
+                c.that(it["bytes"] == res["param_bytes"], f"{where}: all_reduce carried {it['bytes']} bytes in "
+                       f"{it['calls']} calls; the gradients hold {res['param_bytes']} bytes, and each should go "
+                       "through all_reduce exactly once per backward", HAND_DP_HINTS)
+                c.that(it["max_diff"] <= 1e-6 * res["max_grad"], f"{where}: gradients differ from DDP's by up to "
+                       f"{it['max_diff']:.3g}; yours are {it['ratio']:.3f} times DDP's in sum of |grad|", HAND_DP_HINTS)
+
+
+# --- 18-predict-buckets -----------------------------------------------------------------------------------------
+
+BUCKET_HINTS = (
+    "walk the gradients in the order given; when does DDP close a bucket, and how large can a bucket get "
+    "(section 2)?",
+    "a bucket is closed as soon as its bytes reach the cap (so it may pass the cap by one gradient); what is left "
+    "open at the end is the last bucket; only the first bucket uses first_cap_bytes",
+)
+_MLP = (("6.bias", 16), ("6.weight", 512), ("4.bias", 128), ("4.weight", 4096), ("2.bias", 128), ("2.weight", 4096),
+        ("0.bias", 128), ("0.weight", 2048))
+# (param_bytes, cap_bytes, first_cap_bytes) by name
+BUCKET_CASES = MappingProxyType({
+    "the MLP, cap 1048": (_MLP, 1048, None),
+    "the MLP, cap 5242": (_MLP, 5242, None),
+    "five parameters, first cap 400": ((("head", 300), ("norm", 200), ("mlp", 900), ("attn", 700), ("embed", 400)),
+                                       1000, 400),
+    "exactly at the cap": ((("a", 500), ("b", 500), ("c", 500), ("d", 499), ("e", 2)), 1000, None),
+    "a first cap larger than everything": ((("big", 5000), ("x", 10), ("y", 10), ("huge", 9000)), 1000, 20000),
+    "no parameters": ((), 1000, None),
+    "23 parameters, a small first cap": (tuple((f"p{i}", 40 * (i % 5 + 1)) for i in range(23)), 300, 100),
+    "one parameter, the default caps": ((("only", 12),), 25 * 2**20, 2**20),
+})
+BUCKET_VISIBLE = ("the MLP, cap 1048", "the MLP, cap 5242", "five parameters, first cap 400")
+
+
+def _buckets_expected(param_bytes: tuple[tuple[str, int], ...], cap_bytes: int,
+                      first_cap_bytes: int | None) -> list[list[str]]:
+    """DDP's own C++ rule (torch.distributed._compute_bucket_assignment_by_size, captured at import)."""
+    if not param_bytes:
+        return []
+    tensors = [torch.empty(b, dtype=torch.uint8) for _, b in param_bytes]
+    first = cap_bytes if first_cap_bytes is None else first_cap_bytes
+    indices, _ = _BUCKETS_BY_SIZE(tensors, [first, cap_bytes], [False] * len(tensors), list(range(len(tensors))))
+    return [[param_bytes[i][0] for i in bucket] for bucket in indices]
+
+
+def bucket_partition(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`bucket_partition(param_bytes, cap_bytes, first_cap_bytes=None)`: the buckets DDP rebuilds, as lists of names,
+    plain Python (no aten op); hidden cases are named parameter lists and caps."""
+    mine = c.watch(answer, "bucket_partition", allow_aten=set(), hint=BUCKET_HINTS)
+
+    def describe(name: str) -> str:
+        params, cap, first = BUCKET_CASES[name]
+        return f"bucket_partition({len(params)} parameters, cap_bytes={cap}, first_cap_bytes={first})"
+
+    for label, name in named(hidden, BUCKET_VISIBLE, describe):
+        params, cap, first = BUCKET_CASES[name]
+        got = mine([tuple(p) for p in params], cap, first)  # before the expected value exists: nothing to read
+        _same(c, got, _buckets_expected(params, cap, first), label, hidden is not None, "the partition", BUCKET_HINTS)
+
+
+# --- 18-fsdp-memory -----------------------------------------------------------------------------------------------
+
+FSDP_HINTS = (
+    "FSDP2 splits dim 0 only, like torch.chunk; how many rows does each rank get when dim 0 does not divide evenly "
+    "(section 4)?",
+    "every rank but the last ones gets ceil(rows / world_size) rows; the ranks after that get what is left, possibly "
+    "nothing; the other dimensions are not split, and padding is not counted",
+)
+_DTYPES = MappingProxyType({2: torch.bfloat16, 4: torch.float32, 8: torch.float64})
+# (shapes, world_size, itemsize) by name
+FSDP_CASES = MappingProxyType({
+    "notebook 18's MLP on 2 ranks": (((32, 16), (32,), (3, 32), (3,)), 2, 4),
+    "5 rows on 4 ranks, bfloat16": (((5, 8), (5,)), 4, 2),
+    "3 ranks, float64": (((4, 3), (7,), (6, 2, 2)), 3, 8),
+    "fewer rows than ranks": (((1, 10), (2,)), 4, 4),
+    "one rank": (((9, 9),), 1, 2),
+    "4 ranks, mixed": (((10, 4), (8,), (3, 5)), 4, 4),
+})
+FSDP_VISIBLE = ("notebook 18's MLP on 2 ranks", "5 rows on 4 ranks, bfloat16")
+
+
+def _same(c: Check, got: Any, expected: Any, label: str, hidden: bool, what: str, hint: tuple[str, ...]) -> None:
+    """A visible case's mismatch says where and how; a hidden case's says only that it is not right: the learner's
+    own result would show the hidden case's names and sizes, and the expected one its answer."""
+    if not hidden:
+        c.equal(got, expected, what=label, hint=hint)
+        return
+    from ..checks import strict_mismatch  # not at import: the checks module imports this package
+
+    c.that(strict_mismatch(got, expected, label) is None, f"{label}: {what} is not right", hint)
+
+
+def _torch_made(f: Any) -> bool:
+    code = getattr(getattr(f, "__func__", f), "__code__", None)
+    return code is not None and code.co_filename.startswith(_TORCH_DIR)
+
+
+def _fsdp_tools() -> tuple[Any, Any, Any, str | None]:
+    """fully_shard, init_device_mesh and FakeStore, imported here (importing FSDP costs seconds, so not at package
+    import), and whether one of torch's functions the check relies on was replaced in this kernel."""
+    import torch.distributed.device_mesh as device_mesh
+    import torch.distributed.fsdp as fsdp
+    from torch.distributed.tensor import DTensor
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    parts = (fsdp.fully_shard, device_mesh.init_device_mesh, dist.init_process_group, dist.destroy_process_group,
+             DTensor.to_local)
+    changed = None if all(_torch_made(p) for p in parts) else (
+        "torch.distributed (fully_shard, init_device_mesh, a process group's set-up or DTensor.to_local) was changed "
+        "in this kernel")
+    return fsdp.fully_shard, device_mesh.init_device_mesh, FakeStore, changed
+
+
+def _fsdp_expected(shapes: tuple[tuple[int, ...], ...], world_size: int, itemsize: int) -> list[int]:
+    """Each rank's sum of p.to_local().nbytes after fully_shard, over a fake process group in this process."""
+    fully_shard, init_device_mesh, fake_store, _ = _fsdp_tools()
+    held = []
+    for rank in range(world_size):
+        dist.init_process_group("fake", rank=rank, world_size=world_size, store=fake_store())
+        try:
+            module = torch.nn.Module()
+            module.ps = torch.nn.ParameterList(
+                [torch.nn.Parameter(torch.zeros(s, dtype=_DTYPES[itemsize])) for s in shapes])
+            fully_shard(module, mesh=init_device_mesh("cpu", (world_size,)))
+            held.append(sum(p.to_local().nbytes for p in module.parameters()))  # type: ignore[attr-defined]
+        finally:
+            dist.destroy_process_group()
+    return held
+
+
+def fsdp_memory(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`fsdp_param_bytes(shapes, world_size, itemsize)`: each rank's sharded parameter bytes, padding not counted,
+    plain Python (no aten op), against FSDP2 itself over a fake process group; hidden cases are named."""
+    *_, changed = _fsdp_tools()
+    if changed:
+        c.fail(changed + ", so this check could not trust it. Remove the line that changed it (or restart the "
+               "kernel), run your answer again, then this check.")
+    mine = c.watch(answer, "fsdp_param_bytes", allow_aten=set(), hint=FSDP_HINTS)
+
+    def describe(name: str) -> str:
+        shapes, world_size, itemsize = FSDP_CASES[name]
+        return f"fsdp_param_bytes({[tuple(s) for s in shapes]}, world_size={world_size}, itemsize={itemsize})"
+
+    for label, name in named(hidden, FSDP_VISIBLE, describe):
+        shapes, world_size, itemsize = FSDP_CASES[name]
+        got = mine([tuple(s) for s in shapes], world_size, itemsize)  # before the expected value exists
+        _same(c, got, _fsdp_expected(shapes, world_size, itemsize), label, hidden is not None,
+              "the list of bytes per rank", FSDP_HINTS)
+
