@@ -55,3 +55,21 @@ def test_raw_memory_through_ctypes_is_an_escape() -> None:
     escapes = record(writes_through_a_pointer, torch.ones(3)).escapes
     assert "UntypedStorage.data_ptr: reads raw memory addresses" in escapes
     assert any(e.startswith("ctypes.cdata: reaches memory through ctypes") for e in escapes), escapes
+
+
+def test_a_helper_generator_closed_during_a_recording_is_not_the_answers_call() -> None:
+    import gc
+
+    from torchlens_widgets.course.exercises._cases import named
+
+    left = {"rows": named(None, [1, 2], str)}
+    next(left["rows"])  # a check that failed half way through its cases leaves its generator suspended
+
+    def answer(x: int) -> int:
+        left.clear()  # the garbage collector closes it while the answer runs
+        gc.collect()
+        return x
+
+    assert record(answer, 1, forbid_files=exercise_files()).forbidden == []
+    assert record(lambda x: list(named(None, [x], str)), 1, forbid_files=exercise_files()).forbidden == [
+        "named (one of the check's own helpers)"]

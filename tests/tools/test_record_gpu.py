@@ -23,11 +23,12 @@ sys.argv = ["record_gpu.py", "--dry-run", "--strict", "--out", sys.argv[1], "--o
 sys.path.insert(0, "tools")
 import record_gpu
 code = record_gpu.main()
-# (the package's own import notes torch's functions in course.integrity, which needs only torch)
+# (the package's own import notes torch's functions in course.integrity, which needs only torch, and installs
+# course.trusted, which needs only the standard library)
 ui = sorted(m for m in sys.modules if m.startswith(("torchlens_widgets.widgets", "torchlens_widgets.render",
                                                     "torchlens_widgets.course.", "anywidget", "ipywidgets",
                                                     "traitlets", "IPython"))
-            and m != "torchlens_widgets.course.integrity")
+            and m not in ("torchlens_widgets.course.integrity", "torchlens_widgets.course.trusted"))
 assert not ui, f"the recorder imported {ui}: the GPU image lacks them"
 sys.exit(code)
 """

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dis
+import inspect
 import os
 import sys
 import threading
@@ -198,6 +199,18 @@ def _copy_prints(files: frozenset[str], forbid: list[Any]) -> dict[tuple[Any, ..
     return prints
 
 
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+_RESUMES: weakref.WeakKeyDictionary[types.CodeType, int] = weakref.WeakKeyDictionary()
+
+
+def _first_resume(code: types.CodeType) -> int:
+    """Where a generator's frame stands when its body starts (a later "call" event on it is a resumption)."""
+    where = _RESUMES.get(code)
+    if where is None:
+        where = _RESUMES[code] = next((i.offset for i in dis.get_instructions(code) if i.opname == "RESUME"), -1)
+    return where
+
+
 def _learner_frame(frame: types.FrameType | None) -> bool:
     f = frame.f_code.co_filename if frame is not None else ""
     return not (f.startswith(_TORCH_DIR) or f.startswith(_PACKAGE_DIR) or f.startswith("<frozen"))
@@ -236,6 +249,8 @@ def record(
     def hook(frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call":
             code = frame.f_code
+            if code.co_flags & _RESUMABLE and frame.f_lasti != _first_resume(code):
+                return  # a generator resumed (or closed by the garbage collector), not called: whoever made it counts
             if code in codes:
                 rec.forbidden.append(codes[code])
             elif code.co_filename in files and code.co_name != "<module>" and code not in allowed_codes:

@@ -4,7 +4,6 @@ process, tiny (a 4-layer MLP, 8 samples) and deterministic (same seed on every r
 - `ddp_step`: DistributedDataParallel with a small bucket cap, so backward fires several buckets.
 - `fsdp_step`: FSDP2 (`fully_shard` on each Linear and on the root) over a CPU device mesh.
 - `manual_dp_step`: data parallel by hand: backward, then one all_reduce per gradient.
-- `hooked_dp_step`: grades a learner's gradient-hook data parallelism against DDP (notebook 18's exercise).
 - `capstone_dp_step`: grades a learner's fused operator and one-bucket gradient averaging on the capstone's
   gated block against DDP on the original block (notebook 20's exercise).
 - `raising_step` / `hanging_step`: one rank fails or never arrives, to show what the lens does about it.
@@ -17,7 +16,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["capstone_dp_step", "ddp_step", "fsdp_step", "hanging_step", "hooked_dp_step", "manual_dp_step", "mlp", "raising_step"]
+__all__ = ["capstone_dp_step", "ddp_step", "fsdp_step", "hanging_step", "manual_dp_step", "mlp", "raising_step"]
 
 SIZES = (16, 32, 32, 32, 4)
 
@@ -127,7 +126,7 @@ def hanging_step(rec: Any, *, bad_rank: int = 1, seconds: float = 600.0) -> None
     dist.all_reduce(torch.ones(4))
 
 
-# Captured at import, before any learner code runs in this worker: what `hooked_dp_step` measures with.
+# Captured at import, before any learner code runs in this worker: what `capstone_dp_step` measures with.
 _TOLIST = torch.Tensor.tolist
 _EQUAL = torch.equal
 
@@ -178,85 +177,6 @@ def _sizes(params: list[Any], want: list[list[Any]]) -> dict[str, Any]:
 
 def _abs_sum(a: torch.Tensor) -> float:
     return sum(abs(x) for x in _TOLIST(a.detach().double().flatten()))
-
-
-def hooked_dp_step(rec: Any, *, source: str, name: str, sizes: list[int] | None = None, seed: int = 0,
-                   iterations: int = 2) -> dict[str, Any]:
-    """Grade a hand-written data-parallel gradient sync (exercise 18-hand-dp). Execs `source` (a learner's
-    `def name(model, all_reduce, world_size): ...`) in a fresh namespace holding only `torch`, calls it once on a
-    fresh MLP (`sizes`, same seed on every rank) with an `all_reduce(tensor)` that sums in place over the ranks and
-    the world size, then runs
-    `iterations` backward passes on this rank's batches and compares every gradient with DDP's on the same
-    batches (computed first, before the learner's code ran). Returns, per iteration: the largest |grad - DDP grad|,
-    the ratio sum|grad| / sum|DDP grad|, the parameters left without a gradient, and the all_reduce calls and
-    bytes made during that backward; plus whether the call changed the parameters or the forward, all_reduce
-    calls made outside backward, and collectives called on torch.distributed directly."""
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    shape = tuple(sizes) if sizes else SIZES
-    reduce_sum = dist.all_reduce
-    # 1. the reference: DDP on the same model and batches, before any learner code runs in this process
-    reference = mlp(shape, seed)
-    ddp = DDP(reference)
-    want = []
-    for i in range(iterations):
-        ddp.zero_grad(set_to_none=True)
-        ddp(_batch(rec.rank, i, d=shape[0])).square().mean().backward()
-        want.append([p.grad.detach().clone() for p in reference.parameters() if p.grad is not None])
-    del ddp
-    # 2. the learner's function, on a fresh copy of the same model
-    model = mlp(shape, seed)
-    names = [n for n, _ in model.named_parameters()]
-    params = list(model.parameters())
-    before = [p.detach().clone() for p in params]
-    probe = _batch(rec.rank, 99, d=shape[0])
-    with torch.no_grad():
-        out_before = model(probe).clone()
-    state = {"in_backward": False, "calls": 0, "bytes": 0, "outside": 0, "direct": 0}
-
-    def all_reduce(tensor: Any) -> None:
-        """Sum `tensor` in place over all ranks (every rank must call it with a tensor of the same shape)."""
-        if not isinstance(tensor, torch.Tensor):
-            raise TypeError(f"all_reduce takes a tensor, got {type(tensor).__name__}")
-        if state["in_backward"]:
-            state["calls"] += 1
-            state["bytes"] += tensor.numel() * tensor.element_size()
-        else:
-            state["outside"] += 1
-        reduce_sum(tensor)
-
-    saved = _patch_direct(state)
-    try:
-        namespace: dict[str, Any] = {"__name__": "your_answer", "torch": torch}
-        exec(compile(source, "<your answer>", "exec"), namespace)
-        fn = namespace.get(name)
-        if not callable(fn):
-            raise NameError(f"the source defines no function named {name!r}")
-        fn(model, all_reduce, dist.get_world_size())
-        now = list(model.parameters())
-        same_params = len(now) == len(params) and all(a is b for a, b in zip(now, params, strict=True)) and all(
-            _EQUAL(a, b.detach()) for a, b in zip(before, params, strict=True))
-        with torch.no_grad():
-            out_after = model(probe)
-        same_forward = bool(_EQUAL(out_before, out_after))
-        its = []
-        for i in range(iterations):
-            model.zero_grad(set_to_none=True)
-            loss = model(_batch(rec.rank, i, d=shape[0])).square().mean()
-            state["calls"] = state["bytes"] = 0
-            state["in_backward"] = True
-            try:
-                loss.backward()
-            finally:
-                state["in_backward"] = False
-            its.append(_iteration(names, params, want[i], state))
-    finally:
-        for mod, attr, orig in saved:
-            setattr(mod, attr, orig)
-    return {"iterations": its, **_sizes(params, want),
-            "same_params": same_params, "same_forward": same_forward, "outside_calls": state["outside"],
-            "direct_calls": state["direct"]}
 
 
 def capstone_dp_step(rec: Any, *, source: str, op_name: str = "define_fused_op",

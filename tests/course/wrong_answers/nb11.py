@@ -66,7 +66,7 @@ WRONG = {
             "    return torch.from_numpy(np.sqrt(((an[:, None, :] - bn[None, :, :]) ** 2).sum(-1))).to(a.dtype)"),
             "the fake raised"),
         Wrong("turns compile errors into fallbacks", "import torch._dynamo\ntorch._dynamo.config.suppress_errors = True\n"
-              + _fake("    return torch.empty_like(a)"), "shape, dtype, device", gaming=True),
+              + _fake("    return torch.empty_like(a)"), "torch._dynamo.config.suppress_errors was changed to True", gaming=True),
         Wrong("a transposed result", _fake("    return b.new_empty(b.shape[0], a.shape[0]).t()"),
               "the fake's result has strides [1, 5]; the kernel's has [3, 1]"),
         Wrong("always float32", _fake("    return a.new_empty(a.shape[0], b.shape[0], dtype=torch.float32)"),

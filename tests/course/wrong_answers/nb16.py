@@ -122,6 +122,6 @@ PREDICT_FAILED_GUARD = _Peek({k: "none" for k in ''' + repr(list(_GUESS)) + '''}
         Wrong("compiles nothing (force_eager), then nothing recompiles",
               "torch.compiler.set_stance('force_eager')\n"
               "PREDICT_FAILED_GUARD = {k: 'none' for k in " + repr(list(_GUESS)) + "}\n",
-              "your prediction for x.double()", gaming=True),
+              "torch.compiler.set_stance('force_eager') was left on", gaming=True),
     ],
 }

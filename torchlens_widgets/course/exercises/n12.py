@@ -8,7 +8,6 @@ global) and the package's meters.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import random
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,7 +21,7 @@ from torch import nn
 
 from ...lenses.autograd import grad_graph
 from ...lenses.meters import OpCounter, held_after_forward
-from ._cases import named, numbered
+from ._cases import errors_by_type, named, numbered
 
 if TYPE_CHECKING:
     from ..checks import Check
@@ -50,21 +49,6 @@ def _same_tensor(c: Check, got: Any, expected: torch.Tensor, what: str, secret: 
     c.that(tuple(got.shape) == tuple(expected.shape), f"{what}: shape {list(got.shape)}" + (
         ", which is not right" if secret else f", expected {list(expected.shape)}"), hint)
     c.equal(got.detach(), expected, what=what, rel_tol=1e-5, hint=hint)
-
-
-@contextlib.contextmanager
-def _quiet(c: Check, label: str, secret: bool) -> Iterator[None]:
-    """On a hidden case, an error the answer raised is named by its type only: its message (torch's own too) can hold
-    the case's sizes. The check's own verdicts (AssertionErrors) pass through."""
-    if not secret:
-        yield
-        return
-    try:
-        yield
-    except AssertionError:
-        raise
-    except Exception as exc:
-        c.fail(f"{label}: your code raised {type(exc).__name__} on this case")
 
 
 # --- 12-cut-saved-memory ------------------------------------------------------------------------------------------
@@ -182,7 +166,7 @@ def cut_saved_memory(c: Check, answer: Any, hidden: Iterable[str] | None = None)
     measured, called = (c.watch(space[fn], "lean_forward", forbid=LEAN_FORBID, forbid_aten=LEAN_FORBID_ATEN,
                                 hint=STORE_HINTS) for fn in ("measured", "called"))
     for label, name in named(hidden, CUT_VISIBLE, lambda name: name):
-        with _quiet(c, label, secret):
+        with errors_by_type(c, label, secret):
             _judge_lean(c, answer, measured, called, label, name, secret)
 
 
@@ -361,7 +345,7 @@ def checkpoint_budget(c: Check, answer: Any, hidden: Iterable[str] | None = None
     mine = c.watch(answer, "choose_checkpoints", allow_aten=set())  # arithmetic only
     visible = [(name, item) for name in BUDGET_VISIBLE for item in BUDGET_CASES[name]()]
     for label, (name, item) in numbered(hidden, visible, lambda case: [("", it) for it in BUDGET_CASES[case]()]):
-        with _quiet(c, label, secret):
+        with errors_by_type(c, label, secret):
             if item[0] == "choice":
                 _, s, a, budget = item
                 _judge_choice(c, mine, s, a, budget, label or name, secret)
@@ -433,7 +417,7 @@ def predict_saved(c: Check, answer: Any, hidden: Iterable[tuple[int, int, int]] 
     mine = c.watch(answer, "predict_saved", allow_aten=set(), forbid=[grad_graph], hint=PREDICT_ASK_HINTS)
     for label, (n, d, itemsize) in named(hidden, PREDICT_VISIBLE, lambda case: f"predict_saved{tuple(case)}"):
         n, d, itemsize = int(n), int(d), int(itemsize)
-        with _quiet(c, label, secret):
+        with errors_by_type(c, label, secret):
             got = mine(n, d, itemsize)
         c.that(type(got) is dict, f"{label} must return a dict, got {type(got).__name__}")
         c.that(all(type(k) is str for k in got), f"{label}: the keys must be the expressions, as plain strings")
