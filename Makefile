@@ -11,7 +11,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-kernel-startup-timeout 120 --nbval
 # nbval's log shows a failed cell's traceback, not the feedback above it: this makes a check's traceback carry its message
 NBVAL_ENV := TORCHLENS_CHECK_TRACEBACK=message
 
-.PHONY: course env test lint test-js test-unit test-notebooks test-isa test-browser browser-deps cxx-deps benchmarks clean
+.PHONY: course env test lint test-js test-unit test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps benchmarks clean
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
@@ -46,7 +46,11 @@ test-js: env
 	cd labextension && $(NPM) run build && $(NPM) run build:lab -- --core-path "$$(../$(BIN)/python -c 'import jupyterlab, os; print(os.path.dirname(jupyterlab.__file__))')/staging" && $(NPM) test
 
 test-unit: env
-	$(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=15 -m "not browser" tests
+	$(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=15 -m "not browser and not recorder" tests
+
+# Before a GPU session records (tools/record_gpu.py): every topic's dry run, the compile-heavy ones included.
+test-recorder: env
+	$(BIN)/pytest -n 2 -q -p no:cacheprovider -m recorder tests/tools
 
 test-notebooks: env
 	# one kernel per notebook, two notebooks at a time (loadfile keeps a notebook's cells on one worker, in order)

@@ -29,11 +29,11 @@ ASSIGNMENT = "ps"
 COURSE_ID = "torchlens"
 STUDENTS = ("ref", "stub")
 # Autograded here, by nbgrader and by torchlens-course grade (each runs its notebook four times, 25-110 s): a
-# pure-Python notebook, one that builds C++ and compiles (its reference only), and one of issue 12's. Every other
+# pure-Python notebook and one that builds C++ and compiles (its reference only). Every other
 # notebook is generated (above); its reference, hidden tests included, passes in test_wrong_answers.py and nbval, and
 # every check fails on its stub there. That keeps CI under its 30 minutes with twenty notebooks;
 # benchmarks/bench_grading.py compares the two graders' points on any set of notebooks.
-AUTOGRADED = ("01-", "11-", "14-")
+AUTOGRADED = ("01-", "11-")
 REFERENCE_ONLY = ("11-",)
 SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n?", re.MULTILINE)
 
