@@ -136,11 +136,6 @@ for _label in _SNAPSHOT:
     _note_early(_label)
 
 
-def protected(label: str) -> bool:
-    """True once `protect(label, ...)` has taken its snapshot."""
-    return label in _OWNERS
-
-
 # A protected function's code, defaults and keyword defaults as at protection: swapping `fn.__code__` keeps the
 # function object (so the identity check above passes) but changes what it does.
 _INSIDES: dict[int, tuple[Any, tuple[Any, Any, Any]]] = {}
