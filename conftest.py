@@ -6,6 +6,7 @@ real progress store or build cache (tests/course/test_progress_isolation.py prov
 """
 
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -87,6 +88,9 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     """No test may leave a process behind (kernels, compilers, distributed ranks, servers): each pytest process
     checks its own descendants at the end (an xdist controller leaves that to its workers, its children)."""
     if not session.config.getoption("numprocesses", None) or hasattr(session.config, "workerinput"):
+        zygote = sys.modules.get("torchlens_widgets.lenses.zygote")
+        if zygote is not None:  # it stays for the next build or rank run while a process lives: let it go first
+            zygote.stop()
         deadline = time.monotonic() + 15  # a kernel or server told to stop may take a moment
         left = _live_descendants()
         while left and time.monotonic() < deadline:

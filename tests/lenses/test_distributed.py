@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from torchlens_widgets.lenses import zygote
 from torchlens_widgets.lenses.distributed import (
     DistTrace,
     NotImportableError,
@@ -29,7 +30,12 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX process
 
 
 def _descendants() -> set[int]:
-    """Pids of every live descendant of this process (from /proc, or psutil elsewhere)."""
+    """Pids of every live descendant of this process (from /proc, or psutil elsewhere) but its zygote (which forks
+    the rank workers and stays for the next run)."""
+    return _all_descendants() - {zygote.pid()}
+
+
+def _all_descendants() -> set[int]:
     try:
         import psutil
 
@@ -192,7 +198,8 @@ def test_steps_from_main_or_closures_are_refused_with_a_way_out() -> None:
     assert step_reference(_defined_here) == f"{__name__}:_defined_here"
 
 
-def test_ranks_that_do_not_start_in_time_are_killed(no_leftovers: None) -> None:
+def test_ranks_that_do_not_start_in_time_are_killed(no_leftovers: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(zygote.ENV_OFF, "0")  # fresh interpreters: importing torch alone takes longer than 0.3 s
     t = time.monotonic()
     with pytest.raises(RankTimeout) as info:
         run_ranks(f"{S}:raising_step", start_timeout=0.3)

@@ -47,6 +47,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import zygote
+
 __all__ = [
     "Bucket",
     "Collective",
@@ -618,7 +620,7 @@ def _resolve(ref: str) -> None:
         raise NotImportableError(f"step {ref!r} is not callable")
 
 
-def _kill_group(p: subprocess.Popen[bytes]) -> None:
+def _kill_group(p: zygote.Job | subprocess.Popen[bytes]) -> None:
     """SIGKILL the worker's whole process group (it leads its own session), then reap it."""
     try:
         if hasattr(os, "killpg"):
@@ -684,8 +686,7 @@ def run_ranks(step: Callable[..., Any] | str, *, world_size: int = 2, timeout: f
         json.dumps(kwargs)
     except TypeError as exc:
         raise TypeError(f"kwargs go to the workers as JSON: {exc}") from None
-    procs: list[subprocess.Popen[bytes]] = []
-    logs: list[Any] = []
+    procs: list[zygote.Job | subprocess.Popen[bytes]] = []
     _give_back_free_memory()
     with tempfile.TemporaryDirectory(prefix="tlw-dist-") as tmp:
         folder = Path(tmp)
@@ -700,23 +701,18 @@ def run_ranks(step: Callable[..., Any] | str, *, world_size: int = 2, timeout: f
             env.setdefault("GLOO_SOCKET_IFNAME", "lo")
         code = "from torchlens_widgets.lenses.distributed import _worker_main; _worker_main()"
         try:
-            for r in range(world_size):
-                log = open(folder / f"rank{r}.log", "wb")
-                logs.append(log)
-                procs.append(subprocess.Popen([sys.executable, "-c", code, str(folder / "config.json"), str(r)],
-                                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                              env=env, start_new_session=True))
+            for r in range(world_size):  # forked from a Python that already imported torch (see zygote)
+                procs.append(zygote.spawn(code, [str(folder / "config.json"), str(r)], env=env,
+                                          stdout=folder / f"rank{r}.log"))
             _wait(procs, folder, timeout, start_timeout)
             dumps = [json.loads((folder / f"rank{r}.json").read_text()) for r in range(world_size)]
         finally:
             for p in procs:
                 _kill_group(p)
-            for log in logs:
-                log.close()
     return _trace(ref, world_size, dumps, kwargs)
 
 
-def _wait(procs: list[subprocess.Popen[bytes]], folder: Path, timeout: float, start_timeout: float) -> None:
+def _wait(procs: list[zygote.Job | subprocess.Popen[bytes]], folder: Path, timeout: float, start_timeout: float) -> None:
     deadline = time.monotonic() + start_timeout
     started = False
     while True:
@@ -752,7 +748,7 @@ def _wait(procs: list[subprocess.Popen[bytes]], folder: Path, timeout: float, st
         time.sleep(0.02)
 
 
-def _raise_failed(procs: list[subprocess.Popen[bytes]], folder: Path, failed: list[int]) -> None:
+def _raise_failed(procs: list[zygote.Job | subprocess.Popen[bytes]], folder: Path, failed: list[int]) -> None:
     """Give the other ranks a moment to report their own errors, then blame the rank whose error came first and
     is not just a lost peer."""
     end = time.monotonic() + 0.5
