@@ -11,7 +11,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-kernel-startup-timeout 120 --nbval
 # nbval's log shows a failed cell's traceback, not the feedback above it: this makes a check's traceback carry its message
 NBVAL_ENV := TORCHLENS_CHECK_TRACEBACK=message
 
-.PHONY: course env test lint test-js test-unit test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps benchmarks clean
+.PHONY: course env test lint test-js test-unit test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
@@ -35,7 +35,7 @@ $(VENV)/.installed: pyproject.toml labextension/package.json labextension/packag
 	  $(BIN)/jupyter server extension disable nbgrader.server_extensions.$$ext --sys-prefix || exit 1; done
 	touch $@
 
-test: env browser-deps cxx-deps lint test-js test-unit test-notebooks test-browser
+test: env browser-deps cxx-deps sandbox-deps lint test-js test-unit test-notebooks test-browser
 
 lint: env
 	$(BIN)/ruff check torchlens_widgets tests benchmarks tools hatch_build.py
@@ -45,7 +45,7 @@ lint: env
 test-js: env
 	cd labextension && $(NPM) run build && $(NPM) run build:lab -- --core-path "$$(../$(BIN)/python -c 'import jupyterlab, os; print(os.path.dirname(jupyterlab.__file__))')/staging" && $(NPM) test
 
-test-unit: env
+test-unit: env sandbox-deps
 	$(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=15 -m "not browser and not recorder" tests
 
 # Before a GPU session records (tools/record_gpu.py): every topic's dry run, the compile-heavy ones included.
@@ -82,6 +82,13 @@ browser-deps:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
 	  else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq chromium; fi; } || \
 	  { echo "Browser tests need Debian's chromium at /usr/bin/chromium: apt-get install -y chromium"; exit 1; }
+
+# The grader runs each kernel in a bubblewrap sandbox (Debian's bubblewrap, the sandbox Flatpak uses).
+sandbox-deps:
+	@command -v bwrap >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap; \
+	  else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq bubblewrap; fi; } || \
+	  { echo "Grading tests need bubblewrap: apt-get install -y bubblewrap"; exit 1; }
 
 # Notebook 09 and the build lens compile C++ (torch.utils.cpp_extension needs a compiler and ninja).
 cxx-deps:

@@ -4,7 +4,8 @@ re-run with nothing changed (target ≤ 5 s).
 Submissions are made from the released notebooks: half of the students hand in the reference answers, half
 the release unchanged. Both graders get the same folders; nbgrader runs one notebook at a time (its
 autograde is sequential), ours `--jobs` (default: the core count). Both restore the test cells and run a
-fresh kernel per notebook; ours also applies its memory cap and hides the source from the kernel.
+fresh kernel per notebook; ours also applies its memory cap and runs each kernel in its bubblewrap sandbox
+(graded once more with --no-sandbox, to show what the sandbox costs per notebook).
 
 Run: .venv/bin/python benchmarks/bench_grading.py [--students 20] [--notebook NN-name.ipynb ...]
 (default: every graded course notebook; 20 students × the whole course is about two hours on 2 cores).
@@ -79,6 +80,11 @@ def main() -> None:
         book = grade_submissions(subs, source, tmp / "out", jobs=args.jobs)
         ours = time.perf_counter() - t0
         print(f"torchlens-course grade --jobs {args.jobs}: {ours:7.1f} s, {60 * n / ours:6.2f} notebooks/min")
+        t0 = time.perf_counter()
+        grade_submissions(subs, source, tmp / "out-unsandboxed", jobs=args.jobs, sandboxed=False)
+        plain = time.perf_counter() - t0
+        print(f"the same, --no-sandbox:         {plain:7.1f} s; the sandbox costs "
+              f"{(ours - plain) * args.jobs / n:+.2f} s per notebook (target ≤ 0.5 s)")
         t0 = time.perf_counter()
         again = grade_submissions(subs, source, tmp / "out", jobs=args.jobs)
         rerun = time.perf_counter() - t0

@@ -8,9 +8,11 @@ check of the first test; a second run with nothing changed must reuse every resu
 
 from __future__ import annotations
 
+import base64
 import copy
 import csv
 import json
+import os
 import time
 from pathlib import Path
 
@@ -20,7 +22,7 @@ import pytest
 from torchlens_widgets.course import sandbox
 from torchlens_widgets.course.assemble import hidden_lines
 from torchlens_widgets.course.cli import main as cli
-from torchlens_widgets.course.gradebook import GradeError, grade_submissions
+from torchlens_widgets.course.gradebook import GradeError, grade_submissions, quotes
 from torchlens_widgets.course.release import answered_release, release_notebook
 from torchlens_widgets.course.runner import Limits
 
@@ -46,7 +48,15 @@ EXPECTED = {
     "missing": dict.fromkeys(IDS, "missing"),
     "unreadable": dict.fromkeys(IDS, "missing"),
     "forged-pass": dict.fromkeys(IDS, "failed"),  # stubs; errors swallowed and a pass displayed after every cell
+    "transformer-forge": dict.fromkeys(IDS, "tampered"),  # stubs; an input transformer turns test cells into passes
+    "trace-hook": dict.fromkeys(IDS, "tampered"),  # reference answers, and a trace function left on
+    "escape": ALL_PASS,  # reference answers, and a cell that tries to get out of the sandbox (none of it works)
+    "=1+1": dict.fromkeys(IDS, "failed"),  # a formula for a name; an answer raising base64 of a hidden test line
+    "symlinked-notebook": dict.fromkeys(IDS, "refused"),  # the notebook is a symbolic link to the source
+    "symlinked-folder": dict.fromkeys(IDS, "refused"),  # the folder is a symbolic link to another student's
+    "hard-linked": dict.fromkeys(IDS, "refused"),  # the notebook is a hard link to a copy of the source
 }
+REFUSED = ("symlinked-notebook", "symlinked-folder", "hard-linked")
 
 
 def _meta(cell: nbformat.NotebookNode) -> dict:
@@ -93,6 +103,51 @@ def _forge(result):
 
 
 _ip.events.register("post_run_cell", _forge)
+'''
+
+
+TRANSFORMER = '''def _forge(lines):
+    if any("check(" in line for line in lines):
+        return ["from IPython.display import display as _d\\n",
+                "for _g in %r:\\n",
+                "    _d({'text/plain': 'passed'}, raw=True, metadata={'torchlens_check': "
+                "{'grade_id': _g, 'passed': True, 'points': 3, 'earned': 3}})\\n"]
+    return lines
+
+
+get_ipython().input_transformers_cleanup.append(_forge)
+'''
+
+TRACE = '''import sys as _sys
+
+
+def _watch(frame, event, arg):
+    return None
+
+
+_sys.settrace(_watch)
+'''
+
+# Every way out the old grader had: lift the mount covers, read the source through /proc, find the assembled notebook
+# beside the kernel, plant files in --out and in another student's folder, and leave a daemon behind.
+ESCAPE = '''import glob as _glob
+import os as _os
+import subprocess as _sp
+
+_sp.run(["umount", "-a"], capture_output=True)
+_seen = []
+for _path in ["/proc/1/root{source}", "/proc/%d/root{source}" % _os.getppid(), "{source}", *_glob.glob("*.ipynb")]:
+    try:
+        _seen.append(open(_path).read()[:100])
+    except OSError:
+        pass
+assert not any("BEGIN HIDDEN" in _text for _text in _seen), "the kernel read a notebook with hidden tests"
+for _target in ["{out}/planted.txt", "{victim}/planted.txt", "{source_dir}/planted.txt", "/dev/shm/planted.txt"]:
+    try:
+        open(_target, "w").write("planted")
+    except OSError:
+        pass
+_sp.Popen(["setsid", "sh", "-c", "sleep 987654 & exit 0"], stdin=_sp.DEVNULL, stdout=_sp.DEVNULL, stderr=_sp.DEVNULL)
 '''
 
 
@@ -144,6 +199,26 @@ def _submissions(root: Path) -> Path:
     put("reads-source", answered_release(source, {"02-storage-position-answer": READS_SOURCE.format(
         path=SOURCE / NAME, repo=SOURCE.parent, name=NAME)}))
     put("forged-pass", answered_release(source, {**stubs, IDS[0] + "-answer": FORGE.format(ids=IDS)}))
+    put("transformer-forge", answered_release(source, {**stubs, IDS[0] + "-answer": TRANSFORMER % (IDS,)}))
+    traced = answered_release(source)
+    traced.cells.insert(0, nbformat.v4.new_code_cell(TRACE))
+    put("trace-hook", traced)
+    escape = answered_release(source)
+    escape.cells.insert(0, nbformat.v4.new_code_cell(ESCAPE.format(
+        source=SOURCE / NAME, source_dir=SOURCE, out=root / "out", victim=subs / "full")))
+    put("escape", escape)
+    line = next(x for x in hidden_lines(source) if len(x) >= 20)
+    leak = base64.b64encode(line.encode()).decode()
+    put("=1+1", answered_release(source, {**stubs, "02-storage-position-answer":
+                                          f"def storage_position(index, shape, stride, offset):\n"
+                                          f"    raise ValueError('B64:{leak}')\n"}))
+    put("symlinked-notebook", None)
+    (subs / "symlinked-notebook" / NAME).symlink_to(SOURCE / NAME)
+    (subs / "symlinked-folder").symlink_to(subs / "full", target_is_directory=True)
+    put("hard-linked", None)
+    nbformat.write(source, root / "copy.ipynb")
+    os.link(root / "copy.ipynb", subs / "hard-linked" / NAME)
+    (subs / ".hidden").mkdir()
     put("missing", None)
     (subs / "missing" / "01-runtime.ipynb").write_text("{}")  # another notebook, not this one
     put("unreadable", None)
@@ -156,24 +231,42 @@ def _submissions(root: Path) -> Path:
 @pytest.mark.notebooks
 def test_grading_tampered_submissions(tmp_path: Path) -> None:
     """One grading run (about 14 notebook runs) serves every part; xdist would run a module fixture once per worker."""
-    assert sandbox.available(), "this machine cannot hide folders from a kernel (unshare --mount)"
+    assert sandbox.available(), f"this machine cannot sandbox a kernel: {sandbox.INSTALL}"
     subs = _submissions(tmp_path)
     out = tmp_path / "out"
     t0 = time.monotonic()
-    grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
+    book = grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
     first = time.monotonic() - t0
+    assert book.skipped == [".hidden"] and book.sandboxed
+    _nothing_got_out(tmp_path)
     _gradebook_is_exactly_the_expected_one(out)
     _summary_has_a_row_per_student(out)
     _feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(out)
     _a_rerun_with_nothing_changed_reuses_every_result(subs, out, first)
 
 
+def _nothing_got_out(root: Path) -> None:
+    planted = [p for p in (root / "out" / "planted.txt", root / "submissions" / "full" / "planted.txt",
+                           SOURCE / "planted.txt", Path("/dev/shm/planted.txt")) if p.exists()]
+    assert not planted, f"a kernel wrote outside its sandbox: {planted}"
+    daemons = [p for p in Path("/proc").glob("[0-9]*") if b"987654" in _cmdline(p)]
+    assert not daemons, "a process started by a graded notebook outlived it"
+
+
+def _cmdline(proc: Path) -> bytes:
+    try:
+        return (proc / "cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def _gradebook_is_exactly_the_expected_one(out: Path) -> None:
     with open(out / "gradebook.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == ["student", "notebook", "grade_id", "points", "max_points", "status"]
-    expected = [{"student": s, "notebook": NAME, "grade_id": gid, "points": str(POINTS[gid] if st == "passed" else 0),
-                 "max_points": str(POINTS[gid]), "status": st}
+    assert "'=1+1" in (out / "gradebook.csv").read_text() and ",=1+1," not in (out / "gradebook.csv").read_text()
+    expected = [{"student": "'" + s if s.startswith("=") else s, "notebook": NAME, "grade_id": gid,
+                 "points": str(POINTS[gid] if st == "passed" else 0), "max_points": str(POINTS[gid]), "status": st}
                 for s in sorted(EXPECTED) for gid, st in EXPECTED[s].items()]
     assert rows == expected
 
@@ -181,7 +274,7 @@ def _gradebook_is_exactly_the_expected_one(out: Path) -> None:
 def _summary_has_a_row_per_student(out: Path) -> None:
     with open(out / "summary.csv", newline="") as fh:
         summary = {r["student"]: r for r in csv.DictReader(fh)}
-    assert sorted(summary) == sorted(EXPECTED)
+    assert sorted(summary) == sorted("'" + s if s.startswith("=") else s for s in EXPECTED)
     assert summary["full"]["points"] == "13" and summary["full"]["max_points"] == "13"
     assert summary["infinite-loop"]["points"] == "10" and summary["missing"]["notebooks_submitted"] == "0"
 
@@ -192,7 +285,7 @@ def _feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(out: Path) -> N
     for student in EXPECTED:
         for ext in ("json", "html"):
             text = (out / "feedback" / f"{student}.{ext}").read_text()
-            assert not [line for line in secret if line in text], f"{student}.{ext} quotes a hidden test"
+            assert not quotes(text, secret), f"{student}.{ext} quotes a hidden test (plainly or encoded)"
             assert "Traceback" not in text and "File \"" not in text
     blank = json.loads((out / "feedback" / "blank.json").read_text())["notebooks"][0]["items"]
     assert all(i["message"].startswith("not done yet") for i in blank)
@@ -208,7 +301,7 @@ def _a_rerun_with_nothing_changed_reuses_every_result(subs: Path, out: Path, fir
     before = (out / "gradebook.csv").read_text()
     t0 = time.monotonic()
     book = grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
-    assert (book.graded, book.reused) == (0, len(EXPECTED))
+    assert (book.graded, book.reused) == (0, len(EXPECTED) - len(REFUSED))
     assert time.monotonic() - t0 < 5 < first
     assert (out / "gradebook.csv").read_text() == before
     full = subs / "full" / NAME  # one changed submission is graded again, alone
@@ -216,7 +309,7 @@ def _a_rerun_with_nothing_changed_reuses_every_result(subs: Path, out: Path, fir
     nb.cells.append(nbformat.v4.new_markdown_cell("a note"))
     nbformat.write(nb, full)
     book = grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
-    assert (book.graded, book.reused) == (1, len(EXPECTED) - 1)
+    assert (book.graded, book.reused) == (1, len(EXPECTED) - len(REFUSED) - 1)
     assert (out / "gradebook.csv").read_text() == before
 
 

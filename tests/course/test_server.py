@@ -8,6 +8,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -37,8 +38,10 @@ class Server:
     mark: str = ""
 
     def get(self, path: str, token: str | None = "use", body: dict | None = None) -> tuple[int, dict]:
+        return self.post_raw(path, None if body is None else json.dumps(body).encode(), token)
+
+    def post_raw(self, path: str, data: bytes | None, token: str | None = "use") -> tuple[int, dict]:
         headers = {} if token is None else {"Authorization": f"token {self.token if token == 'use' else token}"}
-        data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.url + path, headers=headers, data=data, method="POST" if data else "GET")
         try:
             with urllib.request.urlopen(req, timeout=120) as resp:
@@ -115,10 +118,12 @@ def _released_notebook(src: Path, course: Path) -> None:
 
 
 def _loop_notebook(path: Path) -> None:
-    """Never ends; its kernel leaves its pid in .kernel.pid first, so the test can see it go."""
+    """Never ends; its kernel leaves its pid in .kernel.pid first and starts a daemon in a session of its own,
+    so the test can see them go."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_code_cell("import os\nopen('.kernel.pid', 'w').write(str(os.getpid()))\n"
+    nb.cells = [nbformat.v4.new_code_cell("import os, subprocess\nopen('.kernel.pid', 'w').write(str(os.getpid()))\n"
+                                          "subprocess.Popen(['setsid', 'sleep', '1000'])  # a daemon of its own\n"
                                           "while True:\n    pass"),
                 _graded("from torchlens_widgets.course import check\nwith check('04-after', points=1) as c:\n"
                         "    c.that(True, 'never reached')", "04-after")]
@@ -145,6 +150,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     _released_notebook(tmp / "src", course)
     (root / "outside.ipynb").write_text("{}")
     (course / "link.ipynb").symlink_to(root / "outside.ipynb")
+    (course / "loop.ipynb").symlink_to(course / "loop2.ipynb")
+    (course / "loop2.ipynb").symlink_to(course / "loop.ipynb")
     store = tmp / "progress.json"
     token, port, mark = secrets.token_hex(16), _free_port(), secrets.token_hex(8)
     # enabled by the config file the wheel installs, put in this server's private config folder
@@ -228,6 +235,20 @@ def test_validate_refuses_paths_outside_the_course(server: Server, path: object)
     assert status == 400 and body["error"], body
 
 
+@pytest.mark.parametrize("path", ["loop.ipynb", "nul\0byte.ipynb", "x" * 5000 + ".ipynb", "deep/" * 2000 + "a.ipynb"],
+                         ids=["symlink-loop", "nul-byte", "5000-characters", "deep-path"])
+def test_bad_paths_answer_400_with_a_reason(server: Server, path: str) -> None:
+    for endpoint, extra in (("validate", {}), ("reset", {"grade_id": "05-double"})):
+        status, body = server.get(f"/torchlens/api/{endpoint}", body={"path": path, **extra})
+        assert status == 400 and body["error"], (endpoint, status, body)
+
+
+def test_deeply_nested_or_huge_json_answers_400(server: Server) -> None:
+    for raw in (b"[" * 100_000 + b"]" * 100_000, b'{"path": "' + b"a" * 200_000 + b'"}'):
+        status, body = server.post_raw("/torchlens/api/validate", raw)
+        assert status == 400 and "JSON object" in body["error"], (status, body)
+
+
 @pytest.mark.parametrize("timeout", [0, -1, "soon", True])
 def test_validate_refuses_a_nonsense_timeout(server: Server, timeout: object) -> None:
     status, body = server.get("/torchlens/api/validate", body={"path": "01-runtime.ipynb", "timeout": timeout})
@@ -281,9 +302,8 @@ def test_validate_of_an_endless_notebook_times_out_cleanly(server: Server) -> No
     assert status == 200 and body["stopped"] == "timeout", body
     assert [c["status"] for c in body["checks"]] == ["timeout"]
     assert elapsed < LOOP_TIMEOUT_S + 5
-    kernel = int(pid_file.read_text())  # the loop did start in a kernel ...
-    assert not _alive(kernel)  # ... which is gone, and so is everything else the validation started
-    assert _validation_processes(server.mark) == []
+    assert int(pid_file.read_text()) > 0  # the loop did start in a kernel (its pid is its PID namespace's) ...
+    assert _validation_processes(server.mark) == []  # ... which is gone, and so is all the validation started
 
 
 def test_reset_restores_the_stub_and_keeps_the_learner_s_answer_in_a_backup(server: Server) -> None:
@@ -306,6 +326,27 @@ def test_reset_restores_the_stub_and_keeps_the_learner_s_answer_in_a_backup(serv
     # a second reset at once keeps the first backup (the learner's answer) and adds its own
     status, again = server.get("/torchlens/api/reset", body={"path": "05-reset.ipynb", "grade_id": "05-double"})
     assert status == 200 and again["backup"] != body["backup"] and "my answer" in backup.read_text()
+
+
+def test_reset_keeps_the_notebook_s_mode_and_writes_private_backups(tmp_path: Path) -> None:
+    from torchlens_widgets.course.reset import ResetError, reset_exercise
+
+    src, course = tmp_path / "src", tmp_path / "course"
+    _released_notebook(src, course)
+    learner = course / "05-reset.ipynb"
+    learner.chmod(0o600)
+    done = reset_exercise(learner, "05-double")
+    backup = Path(done["backup"])
+    assert stat.S_IMODE(learner.stat().st_mode) == 0o600
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600 and stat.S_IMODE(backup.parent.stat().st_mode) == 0o700
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.rmtree(course / ".torchlens" / "backups")
+    (course / ".torchlens" / "backups").symlink_to(elsewhere, target_is_directory=True)
+    before = learner.read_text()
+    with pytest.raises(ResetError, match="is a symbolic link"):
+        reset_exercise(learner, "05-double")
+    assert list(elsewhere.iterdir()) == [] and learner.read_text() == before
 
 
 @pytest.mark.parametrize(
@@ -379,3 +420,29 @@ def test_reset_of_an_unreadable_notebook_changes_nothing(tmp_path: Path) -> None
         reset_exercise(learner, "05-double")
     assert learner.read_text() == '{"cells": [ half a notebook' and pristine_path(learner).is_file()
     assert not (course / ".torchlens" / "backups").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads processes from /proc (Linux)")
+def test_a_server_that_stops_mid_validation_takes_the_validation_and_its_kernel_with_it(tmp_path: Path) -> None:
+    """A stand-in for the server: a process running `run_validation` on an endless notebook, stopped with SIGTERM
+    while the kernel loops (and its daemon sleeps)."""
+    from torchlens_widgets.course import sandbox
+
+    if not sandbox._can_contain():
+        pytest.skip("bubblewrap cannot make a PID namespace here")
+    _loop_notebook(tmp_path / "04-loop.ipynb")
+    mark = secrets.token_hex(8)
+    code = ("import asyncio, pathlib; from torchlens_widgets.course.server import run_validation; "
+            f"asyncio.run(run_validation(pathlib.Path({str(tmp_path / '04-loop.ipynb')!r}), timeout=120))")
+    proc = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, **{MARK: mark}), cwd=tmp_path)
+    end = time.monotonic() + 60
+    while not (tmp_path / ".kernel.pid").exists() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert (tmp_path / ".kernel.pid").exists(), "the notebook never started"
+    assert _validation_processes(mark)
+    proc.terminate()
+    proc.wait(timeout=10)
+    end = time.monotonic() + 10
+    while _validation_processes(mark) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert _validation_processes(mark) == []

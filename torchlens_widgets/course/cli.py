@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from .gradebook import GradeError, grade_submissions
+from .gradebook import GradeError, grade_submissions, merge
 from .outline import progress_report, read_outline
 from .progress import ENV_VAR, ProgressStore
 from .release import ReleaseError, release_path
@@ -42,8 +42,8 @@ def _build_parser() -> argparse.ArgumentParser:
         help="grade every student's notebooks into a gradebook and feedback",
         description="Grade SUBMISSIONS (one folder per student, notebooks named as released) against the source "
         "notebooks. Every test cell is restored from the source (hidden tests included), each notebook runs in a "
-        "fresh kernel in its own process under time and memory limits, unable to read the source, the other "
-        "submissions or OUT. Writes OUT/gradebook.csv, OUT/summary.csv and OUT/feedback/STUDENT.{json,html}. "
+        "fresh kernel in its own process under time and memory limits, in a bubblewrap sandbox where the source, "
+        "the other submissions and OUT are not mounted and every process it starts dies with it. Writes OUT/gradebook.csv, OUT/summary.csv and OUT/feedback/STUDENT.{json,html}. "
         "A notebook unchanged since the last run (same submission, source and limits) is not run again.",
     )
     grade.add_argument("submissions", metavar="SUBMISSIONS", type=Path, help="folder with one folder per student")
@@ -57,6 +57,20 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="seconds for one cell; a cell past it is interrupted (default %(default)g)")
     grade.add_argument("--memory-mb", type=float, default=Limits.memory_mb,
                        help="resident memory of a notebook's kernel and its processes (default %(default)g)")
+    grade.add_argument("--no-sandbox", action="store_true",
+                       help="run kernels without the sandbox: only for submissions you trust (bubblewrap missing)")
+    grade.add_argument("--shard", metavar="K/N", default=None,
+                       help="grade only slice K of N of the students (for a batch job array; join with `merge`)")
+
+    mrg = sub.add_parser(
+        "merge",
+        help="join the outputs of `grade --shard K/N` runs into one gradebook",
+        description="Join OUT folders written by `grade --shard 1/N` ... `--shard N/N` (same source and limits) "
+        "into --out, exactly as one unsharded run would have written it. Refuses overlaps, gaps and outputs "
+        "graded against other sources.",
+    )
+    mrg.add_argument("outs", metavar="OUT", type=Path, nargs="+", help="the shards' --out folders")
+    mrg.add_argument("--out", type=Path, required=True, help="where the joined gradebook and feedback go")
 
     val = sub.add_parser(
         "validate",
@@ -125,16 +139,39 @@ def _grade(args: argparse.Namespace) -> int:
         print("torchlens-course grade: error: --jobs must be at least 1", file=sys.stderr)
         return 2
     limits = Limits(args.timeout, args.cell_timeout, args.memory_mb)
+    shard = None
+    if args.shard is not None:
+        k, _, n = args.shard.partition("/")
+        if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+            print(f"torchlens-course grade: error: --shard {args.shard}: give K/N with 1 <= K <= N, e.g. 2/8",
+                  file=sys.stderr)
+            return 2
+        shard = (int(k), int(n))
     try:
         book = grade_submissions(args.submissions, args.source, args.out, jobs=args.jobs, limits=limits,
-                                 notebooks=args.notebook, progress=print)
+                                 notebooks=args.notebook, progress=print, sandboxed=not args.no_sandbox,
+                                 shard=shard)
     except (GradeError, OSError) as exc:
         print(f"torchlens-course grade: error: {exc}", file=sys.stderr)
         return 2
     print(f"graded {book.graded} notebook(s), reused {book.reused} unchanged, in {book.seconds:.1f} s")
+    for name in book.skipped:
+        print(f"skipped  {args.submissions / name} (a dot-folder is not a student)")
     if not book.sandboxed:
-        print("warning: this machine could not hide the source folder from the kernels (no usable unshare/mount "
-              "namespace): a submission could read the source notebooks", file=sys.stderr)
+        print("warning: --no-sandbox: the kernels ran unsandboxed, so a submission could read the source notebooks, "
+              "other submissions and OUT, and leave processes running", file=sys.stderr)
+    for name in ("gradebook.csv", "summary.csv", "feedback/"):
+        print(f"wrote    {args.out / name}")
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    try:
+        book = merge(args.outs, args.out)
+    except (GradeError, OSError) as exc:
+        print(f"torchlens-course merge: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"merged {len(args.outs)} shard(s): {len(book.results)} student(s)")
     for name in ("gradebook.csv", "summary.csv", "feedback/"):
         print(f"wrote    {args.out / name}")
     return 0
@@ -222,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         return _progress(args)
     if args.command == "grade":
         return _grade(args)
+    if args.command == "merge":
+        return _merge(args)
     if args.command == "validate":
         return _validate(args)
     parser.print_help(sys.stderr)

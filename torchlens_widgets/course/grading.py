@@ -23,7 +23,7 @@ from .runner import Limits, Run, run_cells
 
 __all__ = ["ItemResult", "NotebookResult", "STATUSES", "cell_error", "check_report", "grade_notebook", "read_results"]
 
-STATUSES = ("passed", "failed", "timeout", "out-of-memory", "kernel died", "missing")
+STATUSES = ("passed", "failed", "tampered", "timeout", "out-of-memory", "kernel died", "missing", "refused")
 _MESSAGE_CHARS = 600
 
 
@@ -94,14 +94,26 @@ def read_results(nb: Any, cells: dict[str, int], points: dict[str, float], run: 
         status = run.status.get(index, "not run")
         said = check_report(cell, gid)
         err = cell_error(cell)
-        if status == "ok" and said is not None and said.get("passed") is True:
+        attested = run.attested.get(index) if index in run.attested else ()
+        if status == "ok" and attested is None and run.attest_error is None:
+            result, message = "tampered", ("the kernel's report for this check was missing or not signed by the grader "
+                                           "(its execution or display machinery was replaced)")
+        elif status == "ok" and attested and attested[1]:
+            result, message = "tampered", "the grader found the kernel changed: " + "; ".join(attested[1][:6])
+        elif status == "ok" and attested is None:
+            result, message = "failed", f"the grader could not confirm this check's result ({run.attest_error})"
+        elif status == "ok" and attested and not (attested[0] and all(attested[0])):
+            result = "failed"
+            message = str(said.get("message", "the check failed")) if said and said.get("passed") is False \
+                else "the check did not report a pass to the grader"
+        elif status == "ok" and (attested or (said is not None and said.get("passed") is True)):
             result, message = "passed", "passed"
         elif status in ("ok", "error"):
             result = "failed"
             if said is not None and said.get("passed") is False:
                 message = str(said.get("message", "the check failed"))
-            elif err is not None:
-                message = f"{err[0]}: {err[1]}" if err[1] else err[0]
+            elif err is not None:  # the learner's own error: its type only (its text is theirs to choose)
+                message = f"your code raised {err[0]}"
             else:
                 message = "the check did not report a result"
         elif status == "timeout" and run.stopped != "timeout":
@@ -114,15 +126,35 @@ def read_results(nb: Any, cells: dict[str, int], points: dict[str, float], run: 
     return out
 
 
-def missing(source: Any, name: str, why: str) -> NotebookResult:
-    """Every item of `source` scored "missing" (the notebook was not submitted, or cannot be read)."""
-    return NotebookResult(name, [ItemResult(i.grade_id, 0.0, i.points, "missing", why) for i in graded_items(source)])
+def missing(source: Any, name: str, why: str, status: str = "missing") -> NotebookResult:
+    """Every item of `source` scored `status` ("missing": not submitted or unreadable; "refused": see gradebook)."""
+    return NotebookResult(name, [ItemResult(i.grade_id, 0.0, i.points, status, why) for i in graded_items(source)])
 
 
-def grade_notebook(source_path: Path, submission_path: Path | None, limits: Limits, *,
-                   hide: Sequence[Path] = (), pid_file: Path | None = None) -> NotebookResult:
-    """Grade `submission_path` (None: not submitted) against `source_path` in a fresh kernel whose working
-    folder holds only a copy of the submission; `hide` lists folders the kernel must not read."""
+_MAX_FILES, _MAX_BYTES = 2000, 100 << 20  # what of a student's folder is copied beside their notebook
+
+
+def copy_own_files(student: Path, work: Path) -> None:
+    """Copy the student's plain files (their helper modules, data) into the kernel's working folder: regular files
+    only, no dot-folders or checkpoints, at most _MAX_FILES files and _MAX_BYTES bytes."""
+    count = size = 0
+    for path in sorted(student.rglob("*")):
+        rel = path.relative_to(student)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file() or path.is_symlink():
+            continue
+        count, size = count + 1, size + path.stat().st_size
+        if count > _MAX_FILES or size > _MAX_BYTES:
+            break
+        (work / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, work / rel)
+
+
+def grade_notebook(source_path: Path, submission_path: Path | None, limits: Limits, *, sandboxed: bool = True,
+                   student: Path | None = None, readable: Sequence[Path] = (),
+                   pid_file: Path | None = None) -> NotebookResult:
+    """Grade `submission_path` (None: not submitted) against `source_path` in a fresh kernel (in the sandbox unless
+    `sandboxed` is False) whose working folder holds a copy of the student's own files (`student`, default: the
+    submission's folder) and never the assembled notebook with its hidden tests."""
     source = nbformat.read(source_path, as_version=4)
     name = source_path.name
     if submission_path is None:
@@ -136,14 +168,15 @@ def grade_notebook(source_path: Path, submission_path: Path | None, limits: Limi
     with tempfile.TemporaryDirectory(prefix="torchlens-grade-") as tmp:
         work = Path(tmp) / "work"
         work.mkdir()
-        nbformat.write(built.notebook, work / name)
-        run = run_cells(built.notebook, work, limits, hide=hide, pid_file=pid_file)
+        copy_own_files(student or submission_path.parent, work)
+        run = run_cells(built.notebook, work, limits, sandboxed=sandboxed, readable=readable, pid_file=pid_file,
+                        attest={index: gid for gid, index in built.cells.items()})
     items = read_results(built.notebook, built.cells, points, run, limits)
     return NotebookResult(name, items, run.seconds, run.peak_mb, run.sandboxed, run.stopped)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Worker: `python -m torchlens_widgets.course.grading SOURCE SUBMISSION|- RESULT.json [limits] [--hide DIR]`."""
+    """Worker: `python -m torchlens_widgets.course.grading SOURCE SUBMISSION|- RESULT.json [limits] [--student DIR]`."""
     import argparse
 
     p = argparse.ArgumentParser(description=main.__doc__)
@@ -153,12 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=Limits.timeout)
     p.add_argument("--cell-timeout", type=float, default=Limits.cell_timeout)
     p.add_argument("--memory-mb", type=float, default=Limits.memory_mb)
-    p.add_argument("--hide", type=Path, action="append", default=[])
+    p.add_argument("--student", type=Path, help="the student's folder (its plain files are copied for the kernel)")
+    p.add_argument("--readable", type=Path, action="append", default=[], help="a folder the kernel may read")
+    p.add_argument("--no-sandbox", action="store_true", help="run the kernel unsandboxed (trusted submissions)")
     p.add_argument("--pid-file", type=Path)
     args = p.parse_args(argv)
     limits = Limits(args.timeout, args.cell_timeout, args.memory_mb)
     submission = None if args.submission == "-" else Path(args.submission)
-    result = grade_notebook(args.source, submission, limits, hide=args.hide, pid_file=args.pid_file)
+    result = grade_notebook(args.source, submission, limits, sandboxed=not args.no_sandbox, student=args.student,
+                            readable=args.readable, pid_file=args.pid_file)
     tmp = args.result.with_suffix(".tmp")
     tmp.write_text(json.dumps(result.to_dict()))
     shutil.move(tmp, args.result)

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import trusted
 from .trusted import LISTENERS
 
 __all__ = ["ESCAPES", "Recording", "record"]
@@ -298,3 +299,4 @@ def record(
 
 
 _RECORD_CODE = record.__code__  # the frame that calls the recorded function
+trusted.allow_hooks([_RECORD_CODE])  # the one place the checks set a profile hook

@@ -4,6 +4,7 @@ it was in a backup whose path the result names. Nothing else in the notebook cha
 from __future__ import annotations
 
 import copy
+import os
 import re
 import time
 from pathlib import Path
@@ -39,6 +40,19 @@ def _backup_path(notebook: Path, grade_id: str) -> Path:
     return backup
 
 
+def _private_folder(parent: Path) -> None:
+    """Make .torchlens/backups beside the notebook a folder only its owner reads (0700), refusing one that is (or
+    sits in) a symbolic link: backups would land wherever it points."""
+    here = parent
+    for part in BACKUP_DIR.parts:
+        here = here / part
+        if here.is_symlink():
+            raise ResetError(f"{here} is a symbolic link; backups go only into a real folder there. Remove the link "
+                             "(or move it away) and reset again")
+        here.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(here, 0o700)
+
+
 def reset_exercise(notebook: Path, grade_id: object) -> dict[str, Any]:
     """Restore `grade_id`'s answer cell (grade_id + "-answer", the course convention) from the release."""
     if not isinstance(grade_id, str) or not grade_id:
@@ -70,7 +84,8 @@ def reset_exercise(notebook: Path, grade_id: object) -> dict[str, Any]:
         raise ResetError(f"{notebook.name} no longer has the answer cell {answer_id!r} (deleted?); copy it from "
                          f"{pristine} or restore the notebook from a backup")
     backup = _backup_path(notebook, grade_id)
-    _atomic_write(backup, original)
+    _private_folder(notebook.parent)
+    _atomic_write(backup, original, mode=0o600)  # the learner's work: theirs to read only
     cell = copy.deepcopy(fresh.cells[stub[0]])
     if cell.get("cell_type") == "code":
         cell["outputs"], cell["execution_count"] = [], None

@@ -27,6 +27,7 @@ from tornado import web
 from traitlets import Float, Unicode
 from traitlets.config import LoggingConfigurable
 
+from . import sandbox
 from .outline import NotebookOutline, progress_report, read_outline
 from .progress import ProgressStore
 from .reset import ResetError, reset_exercise
@@ -118,6 +119,10 @@ def progress_payload(course: Path, store: ProgressStore) -> dict[str, Any]:
     return report
 
 
+_MAX_PATH = 1024  # characters in a notebook path the API accepts
+_MAX_BODY = 64 * 1024  # bytes in a request body (a path and a few numbers)
+
+
 class CoursePathError(ValueError):
     """A notebook path the course API refuses; the message says what was wrong."""
 
@@ -126,15 +131,23 @@ def course_notebook(course: Path, rel: object) -> Path:
     """The notebook `rel` names inside the course folder; anything else is a CoursePathError."""
     if not isinstance(rel, str) or not rel:
         raise CoursePathError("give 'path': a notebook's path relative to the course folder, e.g. '02-views.ipynb'")
+    if len(rel) > _MAX_PATH or "\0" in rel:
+        raise CoursePathError(f"{rel[:60]!r}…: a notebook path has no NUL byte and at most {_MAX_PATH} characters")
     p = Path(rel)
     if p.is_absolute() or ".." in p.parts:
         raise CoursePathError(f"{rel!r}: give a path inside the course folder, relative to it (no '..', not absolute)")
     if p.suffix != ".ipynb":
         raise CoursePathError(f"{rel!r}: give a notebook (.ipynb)")
-    full = (course / p).resolve()
-    if not full.is_relative_to(course.resolve()):
+    try:
+        full = (course / p).resolve()
+        inside = full.is_relative_to(course.resolve())
+        is_file = full.is_file()
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long for the file system
+        raise CoursePathError(f"{rel[:200]!r} cannot be opened ({type(exc).__name__}: {exc}); use a notebook in "
+                              "the course folder") from None
+    if not inside:
         raise CoursePathError(f"{rel!r} leads outside the course folder (a symlink?); use notebooks in it")
-    if not full.is_file():
+    if not is_file:
         raise CoursePathError(f"{rel!r} is not a notebook in the course folder {course}")
     return full
 
@@ -166,11 +179,14 @@ async def run_validation(notebook: Path, timeout: float, cell_timeout: float = 6
         run = uuid.uuid4().hex
         env = dict(os.environ, **{ENV_RUN: run})
         # files, not pipes: the kernel inherits them, and a pipe would keep the wait going while it lives
+        # in a PID namespace of its own where bwrap is there: the kernel and anything the notebook starts (a setsid
+        # child, a daemon) die when the validation ends, and all of it when the server stops
+        argv = sandbox.contained([sys.executable, "-m", "torchlens_widgets.course.validate", str(notebook),
+                                  "--timeout", str(timeout), "--cell-timeout", str(cell_timeout),
+                                  "--pid-file", str(pid_file)])
         with out_file.open("wb") as out, err_file.open("wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "torchlens_widgets.course.validate", str(notebook), "--timeout", str(timeout),
-                "--cell-timeout", str(cell_timeout), "--pid-file", str(pid_file),
-                stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True, env=env)
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True, env=env)
         overran = False
         try:
             await asyncio.wait_for(proc.wait(), timeout + GRACE_S)
@@ -220,10 +236,13 @@ class _CourseHandler(APIHandler):
 
     def _body(self, shape: str) -> dict[str, Any]:
         """The request's JSON object; anything else is a CoursePathError naming the `shape` to send."""
+        raw = self.request.body or b"{}"
+        if len(raw) > _MAX_BODY:
+            raise CoursePathError(f"send a JSON object {shape} of at most {_MAX_BODY // 1024} KB")
         try:
-            body = json.loads(self.request.body or b"{}")
-        except ValueError as exc:  # not JSON, not UTF-8
-            raise CoursePathError(f"send a JSON object {shape} ({exc})") from None
+            body = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested past Python's limit
+            raise CoursePathError(f"send a JSON object {shape} ({type(exc).__name__}: {str(exc)[:200]})") from None
         if not isinstance(body, dict):
             raise CoursePathError(f"send a JSON object {shape}, not {type(body).__name__}")
         return body

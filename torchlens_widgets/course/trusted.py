@@ -20,7 +20,8 @@ LENSES = ("allocator", "asyncexec", "autocast", "autograd", "capstone", "compile
 #: The grader itself: notebook code may not rebind a name in these modules, nor in the exercise modules (it would
 #: replace the judge).
 GRADER = (f"{_PACKAGE}.course", f"{_PACKAGE}.course.checks", f"{_PACKAGE}.course.integrity",
-          f"{_PACKAGE}.course.recording", f"{_PACKAGE}.course.exercises", f"{_PACKAGE}.course.trusted")
+          f"{_PACKAGE}.course.recording", f"{_PACKAGE}.course.exercises", f"{_PACKAGE}.course.trusted",
+          f"{_PACKAGE}.course.attest")
 _WATCHED = frozenset((*(f"{_PACKAGE}.lenses.{name}" for name in LENSES), *GRADER[1:], "torch._dynamo"))
 EXERCISES = f"{_PACKAGE}.course.exercises"
 
@@ -85,9 +86,43 @@ CTYPES_EVENTS = frozenset(("ctypes.call_function", "ctypes.cdata", "ctypes.cdata
 LISTENERS: list[Any] = []
 
 
+#: Hooks that can watch or change what a check computes: each one set by other code than torch's (its profiler)
+#: and the recorder's is noted, for a grading run to report (see attest).
+_HOOK_EVENTS = frozenset(("sys.settrace", "sys.setprofile", "sys.addaudithook"))
+_HOOKS_SET: list[tuple[str, str]] = []
+_HOOK_CODES: list[Any] = []
+_TORCH_DIR: list[str] = []
+
+
+def allow_hooks(codes: Any) -> None:
+    """The recorder names the code that sets its profile hook (once, at its import)."""
+    if not _HOOK_CODES:
+        _HOOK_CODES.extend(codes)
+
+
+def hooks_set() -> list[tuple[str, str]]:
+    """(event, where) of each trace, profile or audit hook set by code other than torch's and the recorder's."""
+    return list(_HOOKS_SET)
+
+
+def _hook_set(event: str, frame: Any) -> None:
+    code = frame.f_code
+    if code in _HOOK_CODES or len(_HOOKS_SET) >= 50:
+        return
+    if not _TORCH_DIR and "torch" in sys.modules:
+        import os
+
+        _TORCH_DIR.append(os.path.dirname(sys.modules["torch"].__file__ or "") + os.sep)
+    if _TORCH_DIR and code.co_filename.startswith(_TORCH_DIR[0]):
+        return
+    _HOOKS_SET.append((event, f"{code.co_name} ({code.co_filename}:{frame.f_lineno})"))
+
+
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     """Refuse notebook code that swaps the code or defaults of a grader function (the function object stays);
-    tell a recording in progress about raw memory access through ctypes."""
+    tell a recording in progress about raw memory access through ctypes; note hooks set (see `hooks_set`)."""
+    if event in _HOOK_EVENTS:
+        _hook_set(event, sys._getframe(1))
     if event == "object.__setattr__" and len(args) >= 2 and args[1] in _INSIDES and _grader_function(args[0]) \
             and from_notebook_code(1):
         raise AttributeError(_refusal(f"{args[0].__module__}.{args[0].__qualname__}", args[1]))
