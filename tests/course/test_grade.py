@@ -129,25 +129,31 @@ _sys.settrace(_watch)
 '''
 
 # Every way out the old grader had: lift the mount covers, read the source through /proc, find the assembled notebook
-# beside the kernel, plant files in --out and in another student's folder, and leave a daemon behind.
+# beside the kernel, plant files in --out and in another student's folder, and leave a daemon behind. Any of it
+# working ends the kernel (os._exit), which the expected gradebook would show.
 ESCAPE = '''import glob as _glob
 import os as _os
 import subprocess as _sp
 
 _sp.run(["umount", "-a"], capture_output=True)
-_seen = []
-for _path in ["/proc/1/root{source}", "/proc/%d/root{source}" % _os.getppid(), "{source}", *_glob.glob("*.ipynb")]:
+_got_out = []
+for _path in ["/proc/1/root{source}", "/proc/%d/root{source}" % _os.getppid(), "{source}", *_glob.glob("*"),
+              *_glob.glob("/tmp/*/*.ipynb"), *_glob.glob("/tmp/*.ipynb")]:
     try:
-        _seen.append(open(_path).read()[:100])
+        if {needle!r} in open(_path, errors="replace").read():
+            _got_out.append(_path)
     except OSError:
         pass
-assert not any("BEGIN HIDDEN" in _text for _text in _seen), "the kernel read a notebook with hidden tests"
-for _target in ["{out}/planted.txt", "{victim}/planted.txt", "{source_dir}/planted.txt", "/dev/shm/planted.txt"]:
+for _target in ["{out}/planted.txt", "{victim}/planted.txt", "{source_dir}/planted.txt"]:
     try:
         open(_target, "w").write("planted")
+        _got_out.append(_target)
     except OSError:
         pass
+open("/dev/shm/planted.txt", "w").write("planted")  # the sandbox's own /dev/shm: gone with it
 _sp.Popen(["setsid", "sh", "-c", "sleep 987654 & exit 0"], stdin=_sp.DEVNULL, stdout=_sp.DEVNULL, stderr=_sp.DEVNULL)
+if _got_out:
+    _os._exit(3)
 '''
 
 
@@ -204,8 +210,9 @@ def _submissions(root: Path) -> Path:
     traced.cells.insert(0, nbformat.v4.new_code_cell(TRACE))
     put("trace-hook", traced)
     escape = answered_release(source)
+    needle = next(x for x in hidden_lines(source) if len(x) >= 20)  # a hidden test's line: in no file it can read
     escape.cells.insert(0, nbformat.v4.new_code_cell(ESCAPE.format(
-        source=SOURCE / NAME, source_dir=SOURCE, out=root / "out", victim=subs / "full")))
+        source=SOURCE / NAME, source_dir=SOURCE, out=root / "out", victim=subs / "full", needle=needle)))
     put("escape", escape)
     line = next(x for x in hidden_lines(source) if len(x) >= 20)
     leak = base64.b64encode(line.encode()).decode()
