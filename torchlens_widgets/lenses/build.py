@@ -6,10 +6,13 @@ errors mapped to the learner's own lines. Loading into the kernel afterwards is 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -323,7 +326,7 @@ if probe:
 
 
 def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN_HEADERS,
-                 extra_cflags: Sequence[str] = (), directory: Path | str | None = None, timeout: float = 180.0,
+                 extra_cflags: Sequence[str] | str = (), directory: Path | str | None = None, timeout: float = 180.0,
                  on_progress: Callable[[str, float], None] | None = None, probe: str | None = None,
                  precompiled: bool = True) -> BuildReport:
     """Build `source` (C++ that registers its ops with TORCH_LIBRARY) as a library named `name`.
@@ -346,6 +349,10 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
         raise BuildError(f"headers={headers!r}: give a list of header names such as {list(LEAN_HEADERS)}, or None")
     if not (isinstance(timeout, (int, float)) and 1 <= timeout <= 3600):
         raise BuildError(f"timeout={timeout!r}: give the seconds a build may take (1 to 3600)")
+    if isinstance(extra_cflags, str):  # "-O3 -march=native": one string of flags, split as a shell would
+        extra_cflags = shlex.split(extra_cflags)
+    elif not all(isinstance(f, (str, os.PathLike)) for f in extra_cflags):
+        raise BuildError(f"extra_cflags={extra_cflags!r}: give the flags as a list of strings, e.g. ['-O3']")
     flags = [str(f) for f in extra_cflags]
     if not any(f.startswith("-O") for f in flags):
         flags.insert(0, "-O2")  # load_inline passes no optimisation level: loops ran ~15x slower at -O0 here
@@ -377,21 +384,26 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="tlw-build-") as logs:
         out_file, err_file = Path(logs) / "stdout", Path(logs) / "stderr"
+        # the compiler's temporary files (cc*.s) go into this folder, removed with it even when the build is stopped
+        env = dict(os.environ, TMPDIR=logs)
         try:  # forked from a Python that already imported torch (see zygote): ~2 s less per build
-            proc = zygote.spawn(_CHILD, [json.dumps(spec), probe or ""], stdout=out_file, stderr=err_file)
+            proc = zygote.spawn(_CHILD, [json.dumps(spec), probe or ""], env=env, stdout=out_file, stderr=err_file)
         except OSError as exc:
             raise BuildError(f"could not start the build ({exc})") from exc
         while proc.poll() is None:
             elapsed = time.monotonic() - mono
-            if elapsed > timeout:
-                os.killpg(proc.pid, 9)
+            if elapsed > timeout:  # the build, ninja and the compilers it started in groups of their own
+                zygote.kill_all(proc.pid)
                 proc.wait()
-                raise BuildError(f"{name}: the build ran past {timeout:.0f} s and was stopped; a lean build "
-                                 f"(headers=LEAN_HEADERS) takes ~10 s here, torch/extension.h ~30 s")
+                raise BuildError(f"{name}: the build ran past {timeout:.0f} s and was stopped; give it a longer "
+                                 f"timeout= (a lean build, headers=LEAN_HEADERS, takes ~10 s here, torch/extension.h "
+                                 f"~30 s)")
             if on_progress is not None:
                 on_progress(_phase(folder, t0), elapsed)
             time.sleep(0.25)
         returncode = proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # what a probe forked and left running
+            os.killpg(proc.pid, signal.SIGKILL)
         stdout = out_file.read_text(errors="replace") if out_file.exists() else ""
         stderr = err_file.read_text(errors="replace") if err_file.exists() else ""
     seconds = time.monotonic() - mono

@@ -51,8 +51,14 @@ class ContractReport:
     seconds: float
 
     @property
+    def compared(self) -> int:
+        """How many cases were compared with the reference (a case the reference cannot do is skipped)."""
+        return sum(not r.detail.startswith("skipped:") for r in self.results)
+
+    @property
     def passed(self) -> bool:
-        return all(r.passed for r in self.results)
+        """Every case passed, and at least one was compared: no comparison, no pass."""
+        return self.compared > 0 and all(r.passed for r in self.results)
 
     def failures(self) -> list[CaseResult]:
         return [r for r in self.results if not r.passed]
@@ -75,6 +81,9 @@ class ContractReport:
 
     def summary(self) -> str:
         bad = self.failures()
+        if not self.compared:
+            return (f"{self.op}: nothing was compared: the reference raised on every case, so no case says whether "
+                    "the op is right; give a reference that runs on the example inputs")
         lines = [f"{self.op}: {len(self.results) - len(bad)} of {len(self.results)} cases pass"]
         lines += [f"  ✗ {r.name}: {r.detail}" for r in bad]
         return "\n".join(lines)

@@ -104,6 +104,9 @@ class DispatchChoice:
         return "\n".join(lines)
 
 
+_OP_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*::[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
+
+
 def _name(op: object) -> str:
     if isinstance(op, torch._ops.OpOverload):
         return op.name()
@@ -111,6 +114,9 @@ def _name(op: object) -> str:
         raise DispatchTableError(f"{op} has several overloads: pick one, e.g. {op}.default or "
                                  f"{op}.{next(iter(op.overloads()), 'default')}")
     if isinstance(op, str) and "::" in op:
+        if not _OP_NAME.fullmatch(op):  # a NUL byte, spaces, a path: C++ would read up to the NUL and find add.Tensor
+            raise DispatchTableError(f"{op[:120]!r} is not an operator name: use 'namespace::op' or "
+                                     "'namespace::op.overload' (letters, digits and '_'), e.g. 'aten::add.Tensor'")
         return op
     raise DispatchTableError(f"{op!r}: give an operator overload such as torch.ops.aten.add.Tensor or the name "
                              "'aten::add.Tensor'")

@@ -755,6 +755,18 @@ def _raise_failed(procs: list[zygote.Job | subprocess.Popen[bytes]], folder: Pat
     while time.monotonic() < end and any(p.poll() is None for p in procs):
         time.sleep(0.02)
     errors = {r: e for r in range(len(procs)) if (e := _read_error(folder, r)) is not None}
+    crashed = [r for r, p in enumerate(procs) if (p.poll() or 0) < 0 and r not in errors]
+    if crashed:  # killed by a signal (a segfault in the step): the others only lost their connection to it
+        r = crashed[0]
+        code = -(procs[r].poll() or 0)
+        try:
+            what = signal.Signals(code).name
+        except ValueError:
+            what = f"signal {code}"
+        lost = f"; then {', '.join(f'rank {o}' for o in sorted(errors))} lost the connection to it" if errors else ""
+        raise DistributedError(f"rank {r} crashed: its process was killed by {what} ({code}) while running the step "
+                               f"(SIGSEGV is a segmentation fault: memory read or written out of bounds){lost}. "
+                               f"Its output ends with: {_tail(folder, r)[-500:]}")
     if not errors:
         r = failed[0]
         raise DistributedError(f"rank {r} exited with code {procs[r].returncode} before reporting an error; "

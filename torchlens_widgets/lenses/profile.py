@@ -426,10 +426,23 @@ def record_profile(fn: Callable[..., object], *args: Any, with_stack: bool = Tru
                    save: str | os.PathLike[str] | None = None, **kwargs: Any) -> ProfileTrace:
     """Run ``fn(*args, **kwargs)`` under ``torch.profiler.profile`` (CPU activity) and return its trace.
     `save`: also keep the Chrome trace at that path (open it in Perfetto, or `load_profile` it later)."""
+    import torch
     from torch.profiler import ProfilerActivity, profile
 
     if not callable(fn):
         raise ProfileError(f"record_profile(fn, *args): fn must be callable, got {type(fn).__name__}")
+    if torch._C._autograd._profiler_enabled():  # torch's profilers do not nest: exporting the inner one crashes
+        raise ProfileError("record_profile was called while a profiler is already recording (a record_profile or "
+                           "torch.profiler.profile around this call): torch's profilers cannot nest. Profile the "
+                           "outer function once, or call this one outside the other profiler")
+    if save is not None:
+        target = Path(save)
+        if target.is_dir():
+            raise ProfileError(f"save={str(save)!r} is a folder; give a file path for the trace, e.g. "
+                               f"{str(target / 'trace.json')!r}")
+        if not target.parent.is_dir():
+            raise ProfileError(f"save={str(save)!r}: the folder {str(target.parent)!r} does not exist; create it "
+                               "first, or give a path in a folder that exists")
     with profile(activities=[ProfilerActivity.CPU], with_stack=with_stack,
                                 record_shapes=record_shapes) as prof:
         fn(*args, **kwargs)

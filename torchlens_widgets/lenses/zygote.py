@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["ENV_OFF", "IDLE_S", "Job", "spawn", "stop"]
+__all__ = ["ENV_OFF", "IDLE_S", "Job", "descendants", "kill_all", "spawn", "stop"]
 
 ENV_OFF = "TORCHLENS_ZYGOTE"  # "0": every worker is a fresh `python -c` (slower; the old way, for comparison)
 IDLE_S = 300.0  # a zygote with no work for this long quits (its ~150 MB go back); the next worker starts a new one
@@ -280,6 +280,41 @@ def spawn(code: str, argv: Sequence[str] = (), *, env: Mapping[str, str] | None 
         finally:
             if not isinstance(err, int):
                 err.close()
+
+
+def descendants(pid: int) -> list[int]:
+    """The live processes below `pid` (read from /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    stat = fh.read()
+                children.setdefault(int(stat[stat.rindex(b")") + 2:].split()[1]), []).append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo.extend(children.get(p, []))
+    return found
+
+
+def kill_all(pid: int) -> None:
+    """SIGKILL a worker, its process group and every process below it: tools such as ninja start their compilers
+    in process groups of their own, which a group kill alone does not reach."""
+    below = descendants(pid)
+    for target in (pid, *below):
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(target, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def stop() -> None:

@@ -1,0 +1,127 @@
+"""Hostile and unusual inputs to the lenses of notebooks 09-20 (tests/fuzzing.py rules): a true result or the
+lens's own error with advice, no crash, and nothing left running or on disk."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.fuzzing import in_subprocess, outcome
+from torchlens_widgets.lenses import zygote
+from torchlens_widgets.lenses.build import BuildError, build_inline
+from torchlens_widgets.lenses.contract import contract_matrix
+from torchlens_widgets.lenses.dispatch_table import DispatchTableError, dispatch_table
+from torchlens_widgets.lenses.distributed import DistributedError, run_ranks
+from torchlens_widgets.lenses.profile import ProfileError, record_profile
+
+
+def test_nested_profiles_are_refused_and_the_kernel_lives() -> None:
+    out = in_subprocess("""
+        import torch
+        from torchlens_widgets.lenses.profile import ProfileError, record_profile
+        def inner():
+            return torch.ones(8) * 2
+        try:
+            record_profile(lambda: record_profile(inner))
+        except ProfileError as exc:
+            print("refused:", exc)
+        print("alive", len(record_profile(inner).events) > 0)
+    """)
+    assert "refused: record_profile was called while a profiler is already recording" in out and "alive True" in out
+
+
+def test_saving_a_profile_over_a_folder_is_refused(tmp_path: Path) -> None:
+    err = outcome(lambda: record_profile(lambda: torch.ones(2) + 1, save=tmp_path), ProfileError)
+    assert isinstance(err, ProfileError) and "is a folder" in str(err) and tmp_path.is_dir()
+    err = outcome(lambda: record_profile(lambda: torch.ones(2) + 1, save=tmp_path / "no" / "t.json"), ProfileError)
+    assert isinstance(err, ProfileError) and "does not exist" in str(err)
+
+
+def test_a_contract_with_nothing_compared_does_not_pass() -> None:
+    def reference(x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("the reference cannot run")
+
+    report = outcome(lambda: contract_matrix(torch.relu, reference, (torch.randn(3, 4),), opcheck=False), Exception)
+    assert report.compared == 0 and not report.passed
+    assert "nothing was compared" in report.summary()
+
+
+@pytest.mark.parametrize("name", ["aten::add\x00.Tensor", "aten::add.Tensor; rm -rf", "aten:: add", "/etc/passwd::x"])
+def test_operator_names_that_are_not_names_are_refused(name: str) -> None:
+    err = outcome(lambda: dispatch_table(name), DispatchTableError)
+    assert isinstance(err, DispatchTableError), f"{name!r} gave a table"
+
+
+_OP = 'at::Tensor f(const at::Tensor& x) { return x.clone(); }\nTORCH_LIBRARY(fuzz_flags, m) { m.def("f(Tensor x) -> Tensor", &f); }\n'
+
+
+def test_cflags_as_one_string_are_split_like_a_shell_would(tmp_path: Path) -> None:
+    report = build_inline("fuzz_flags", _OP, extra_cflags="-O1 -DFUZZ_FLAG=1", directory=tmp_path)
+    assert report.ok and "-O1" in report.flags and "-DFUZZ_FLAG=1" in report.flags
+    err = outcome(lambda: build_inline("fuzz_flags", _OP, extra_cflags=[1, 2], directory=tmp_path), BuildError)
+    assert isinstance(err, BuildError) and "list of strings" in str(err)
+
+
+def _compilers() -> set[int]:
+    return {p for p in zygote.descendants(os.getpid()) if "cc1plus" in _cmd(p) or " ninja" in f" {_cmd(p)}"}
+
+
+def _cmd(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+@pytest.mark.skipif(not Path("/proc/self").exists(), reason="reads processes from /proc")
+def test_a_build_stopped_at_its_timeout_leaves_no_compiler_and_no_temp_file(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    slow = "#include <torch/extension.h>\n" + _OP.replace("fuzz_flags", "fuzz_slow")  # the full header: ~30 s here
+    t0 = time.monotonic()
+    err = outcome(lambda: build_inline("fuzz_slow", slow, headers=None, directory=tmp_path / "b", timeout=3),
+                  BuildError)
+    assert isinstance(err, BuildError) and "ran past 3 s" in str(err) and time.monotonic() - t0 < 9
+    time.sleep(0.5)
+    assert _compilers() == set(), "a compiler outlived its build"
+    assert list((tmp_path / "tmp").iterdir()) in ([], [tmp_path / "tmp" / "torchinductor_root"]), \
+        list((tmp_path / "tmp").iterdir())
+
+
+def test_a_probe_that_forks_leaves_nothing_running(tmp_path: Path) -> None:
+    probe = "import subprocess\nsubprocess.Popen(['sleep', '876543'])\n"
+    report = build_inline("fuzz_probe", _OP.replace("fuzz_flags", "fuzz_probe"), directory=tmp_path, probe=probe)
+    assert report.ok
+    time.sleep(0.3)
+    assert not [p for p in Path("/proc").glob("[0-9]*") if "876543" in _cmd(int(p.name))]
+
+
+_CRASHY = textwrap.dedent("""
+    import ctypes
+
+    import torch
+    import torch.distributed as dist
+
+
+    def crash_step(rec):
+        if rec.rank == 1:
+            ctypes.string_at(0)  # a segmentation fault
+        dist.all_reduce(torch.ones(4))
+""")
+
+
+def test_a_rank_that_crashes_is_named_with_its_signal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "crashy_steps.py").write_text(_CRASHY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    err = outcome(lambda: run_ranks("crashy_steps:crash_step", world_size=2, timeout=20), DistributedError)
+    assert isinstance(err, DistributedError), err
+    assert "rank 1 crashed" in str(err) and "SIGSEGV" in str(err), str(err)
+    assert f"({int(signal.SIGSEGV)})" in str(err) and sys.platform.startswith("linux")
