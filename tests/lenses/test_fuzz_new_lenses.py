@@ -125,3 +125,43 @@ def test_a_rank_that_crashes_is_named_with_its_signal(tmp_path: Path, monkeypatc
     assert isinstance(err, DistributedError), err
     assert "rank 1 crashed" in str(err) and "SIGSEGV" in str(err), str(err)
     assert f"({int(signal.SIGSEGV)})" in str(err) and sys.platform.startswith("linux")
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), "10", None, True, -1, 0])
+def test_run_ranks_refuses_timeouts_that_are_not_seconds(timeout: object) -> None:
+    err = outcome(lambda: run_ranks("torchlens_widgets.lenses.distributed_scenarios:ddp_step", timeout=timeout),
+                  ValueError)
+    assert isinstance(err, ValueError) and "positive, finite number" in str(err)
+
+
+@pytest.mark.parametrize("trace", [[1, 2], "ranks", {"ranks": []}, {"kind": "ddp"}, 3],
+                         ids=["list", "str", "no-rank", "no-ranks-key", "int"])
+def test_show_ranks_of_something_else_says_what_it_takes(trace: object) -> None:
+    from torchlens_widgets.widgets.distributed import show_ranks
+
+    err = outcome(lambda: show_ranks(trace), (TypeError, ValueError))
+    assert isinstance(err, (TypeError, ValueError)) and "run_ranks" in str(err)
+
+
+def test_probe_values_names_nan_and_refuses_numbers_past_float64() -> None:
+    from torchlens_widgets.lenses.autocast import AutocastError, probe_values
+
+    (nan,) = outcome(lambda: probe_values([float("nan")], torch.float16), AutocastError)
+    assert nan.outcome == "not a number" and nan.relative_error == 0.0
+    err = outcome(lambda: probe_values([10**400], torch.bfloat16), AutocastError)
+    assert isinstance(err, AutocastError) and "fit a float64" in str(err)
+
+
+def test_a_build_folder_that_is_a_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    err = outcome(lambda: build_inline("fuzz_dir", _OP.replace("fuzz_flags", "fuzz_dir"), directory=tmp_path / "file"),
+                  BuildError)
+    assert isinstance(err, BuildError) and "cannot make the build folder" in str(err)
+
+
+def test_a_megabyte_of_source_builds_without_a_command_line_limit(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(zygote.ENV_OFF, "0")  # a plain `python -c` child: where the source once went on its command line
+    big = "// " + "x" * 1_000_000 + "\n" + _OP.replace("fuzz_flags", "fuzz_big")
+    report = build_inline("fuzz_big", big, directory=tmp_path, timeout=120)  # a real compile: past fuzzing's 10 s
+    assert report.ok, report.log_tail

@@ -270,7 +270,7 @@ class ValueProbe:
     value: float
     stored: float
     relative_error: float  # |stored - value| / |value| (0 for 0; inf when the value was lost)
-    outcome: str  # "exact", "rounded", "subnormal" (precision lost), "underflow" (became 0), "overflow" (inf)
+    outcome: str  # "exact", "rounded", "subnormal" (precision lost), "underflow" (became 0), "overflow" (inf), "not a number"
 
 
 def probe_values(values: Sequence[float], dtype: torch.dtype) -> tuple[ValueProbe, ...]:
@@ -279,11 +279,17 @@ def probe_values(values: Sequence[float], dtype: torch.dtype) -> tuple[ValueProb
     if dtype not in (torch.float16, torch.bfloat16, torch.float32):
         raise AutocastError(f"dtype={dtype}: probe float16, bfloat16 or float32")
     info = torch.finfo(dtype)
-    exact = torch.tensor([float(v) for v in values], dtype=torch.float64)
+    try:
+        floats = [float(v) for v in values]
+    except (OverflowError, TypeError, ValueError) as exc:  # 10**400 does not fit a float64 either
+        raise AutocastError(f"probe_values: give numbers that fit a float64 ({type(exc).__name__}: {exc})") from None
+    exact = torch.tensor(floats, dtype=torch.float64)
     stored = exact.to(dtype).to(torch.float64)
     out = []
     for v, s in zip(exact.tolist(), stored.tolist()):
-        if math.isinf(s) and not math.isinf(v):
+        if math.isnan(v):
+            outcome, err = "not a number", 0.0  # NaN is stored as NaN in every floating dtype
+        elif math.isinf(s) and not math.isinf(v):
             outcome, err = "overflow", math.inf
         elif s == 0 and v != 0:
             outcome, err = "underflow", math.inf if v else 0.0

@@ -309,8 +309,8 @@ def _precompiled_slot(headers: Sequence[str] | None, flags: Sequence[str]) -> Pa
 
 _CHILD = r"""
 import json, sys
-spec = json.loads(sys.argv[1])
-probe = sys.argv[2]
+spec = json.loads(open(sys.argv[1], encoding="utf-8").read())
+probe = open(sys.argv[2], encoding="utf-8").read()
 from torch.utils.cpp_extension import load_inline
 lib = load_inline(**spec)
 print("TLW_LIBRARY=" + json.dumps(lib if isinstance(lib, str) else getattr(lib, "__file__", "")), flush=True)
@@ -362,7 +362,11 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
     key = _key(name, [cpp], flags, implicit)
     root = Path(directory).expanduser() if directory is not None else build_dir()
     folder = root / key
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError, PermissionError) as exc:
+        raise BuildError(f"cannot make the build folder {folder} ({type(exc).__name__}: {exc.strerror}); give "
+                         f"directory= a folder you can write, or set ${ENV_CACHE}") from None
     spec: dict[str, Any] = {"name": key, "cpp_sources": [cpp], "extra_cflags": flags, "build_directory": str(folder),
                             "is_python_module": False, "no_implicit_headers": not implicit, "verbose": True}
     slot = _precompiled_slot(headers, flags) if precompiled else None
@@ -386,8 +390,12 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
         out_file, err_file = Path(logs) / "stdout", Path(logs) / "stderr"
         # the compiler's temporary files (cc*.s) go into this folder, removed with it even when the build is stopped
         env = dict(os.environ, TMPDIR=logs)
+        # the spec and probe go in files: a large source on a command line fails with "Argument list too long"
+        (Path(logs) / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
+        (Path(logs) / "probe.py").write_text(probe or "", encoding="utf-8")
         try:  # forked from a Python that already imported torch (see zygote): ~2 s less per build
-            proc = zygote.spawn(_CHILD, [json.dumps(spec), probe or ""], env=env, stdout=out_file, stderr=err_file)
+            proc = zygote.spawn(_CHILD, [str(Path(logs) / "spec.json"), str(Path(logs) / "probe.py")], env=env,
+                                stdout=out_file, stderr=err_file)
         except OSError as exc:
             raise BuildError(f"could not start the build ({exc})") from exc
         while proc.poll() is None:

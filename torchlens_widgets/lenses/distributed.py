@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import re
 import signal
@@ -677,8 +678,9 @@ def run_ranks(step: Callable[..., Any] | str, *, world_size: int = 2, timeout: f
     in every case all worker processes are gone when this returns or raises."""
     if not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
-    if timeout <= 0 or start_timeout <= 0:
-        raise ValueError(f"timeouts must be positive, got timeout={timeout!r}, start_timeout={start_timeout!r}")
+    for label, value in (("timeout", timeout), ("start_timeout", start_timeout)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{label}={value!r}: give the seconds as a positive, finite number, e.g. {label}=60")
     ref = step_reference(step)
     _resolve(ref)
     kwargs = dict(kwargs or {})

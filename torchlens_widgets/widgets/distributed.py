@@ -78,4 +78,13 @@ class RanksWidget(FallbackWidget):
 def show_ranks(trace: Any, *, iteration: int | None = None, bucket: int = -1) -> RanksWidget:
     """Show a distributed trace (`run_ranks`, `ddp_trace()`, `fsdp_trace()`) as one lane per rank.
     `iteration`: which one to draw (default: the last that communicated); `bucket`: one to highlight."""
-    return RanksWidget(trace, iteration, bucket)
+    if not hasattr(trace, "to_dict") and not isinstance(trace, dict):
+        raise TypeError(f"show_ranks takes what run_ranks, ddp_trace() or fsdp_trace() return (or its to_dict()), "
+                        f"not a {type(trace).__name__}; call one of them first")
+    try:
+        return RanksWidget(trace, iteration, bucket)
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        if isinstance(exc, t.TraitError):
+            raise
+        raise ValueError(f"show_ranks: this trace is incomplete or not a distributed trace ({type(exc).__name__}: "
+                         f"{str(exc)[:120]}); pass a DistTrace from run_ranks, or its to_dict() unchanged") from None
