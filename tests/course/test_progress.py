@@ -336,3 +336,10 @@ def test_pathological_files_are_moved_aside_not_crashing(tmp_path: Path, text: s
     path.write_text(text)
     with pytest.warns(RuntimeWarning):
         assert main(["progress", "--store", str(path), "--course", str(tmp_path)]) == 0
+
+
+def test_progress_reset_of_a_folder_fails_with_advice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from torchlens_widgets.course.cli import main as cli
+
+    assert cli(["progress", "--store", str(tmp_path), "--reset"]) == 2
+    assert "is not a progress file" in capsys.readouterr().err

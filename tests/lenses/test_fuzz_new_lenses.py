@@ -165,3 +165,12 @@ def test_a_megabyte_of_source_builds_without_a_command_line_limit(tmp_path: Path
     big = "// " + "x" * 1_000_000 + "\n" + _OP.replace("fuzz_flags", "fuzz_big")
     report = build_inline("fuzz_big", big, directory=tmp_path, timeout=120)  # a real compile: past fuzzing's 10 s
     assert report.ok, report.log_tail
+
+
+def test_an_expandable_segment_past_its_reservation_is_a_simulated_oom() -> None:
+    from torchlens_widgets.lenses.allocator import AllocatorError, CachingAllocatorSim, SimulatedOOM
+
+    sim = CachingAllocatorSim(expandable_segments=True)
+    err = outcome(lambda: sim.malloc(10**15), (SimulatedOOM, AllocatorError))
+    assert isinstance(err, SimulatedOOM) and "virtual reservation" in str(err)
+    sim.free(sim.malloc(1000))  # the simulator goes on

@@ -204,6 +204,10 @@ def _progress(args: argparse.Namespace) -> int:
     store = ProgressStore(args.store)
     if args.reset is not None:
         grade_id = None if args.reset is _ALL else args.reset
+        if store.kind == "other":  # a folder, a socket: there is no progress file to reset
+            print(f"torchlens-course progress: error: {store.path} is not a progress file (a folder?); point "
+                  "--store or $TORCHLENS_PROGRESS at the progress JSON file", file=sys.stderr)
+            return 2
         try:
             removed = store.reset(grade_id)
         except OSError as exc:

@@ -946,7 +946,14 @@ class CachingAllocatorSim:
         return block
 
     def _oom(self, small: bool, stream: int, size: int, seg_size: int) -> None:
-        assert self.capacity is not None
+        if self.capacity is None:  # no capacity: only an expandable segment's virtual reservation can run out
+            message = (f"Simulated CUDA out of memory. Tried to allocate {_mib(seg_size)} (a {size:,} B request on "
+                       f"stream {stream}), more than the expandable segment's virtual reservation "
+                       f"({_mib(DEFAULT_VIRTUAL)} without a capacity) can map. Check the units (sizes are bytes), or "
+                       "give the simulator a capacity= to model a real device.")
+            self._counters["num_ooms"] += 1
+            index = self._emit("oom", 0, size, stream, {"message": message})
+            raise SimulatedOOM(message, self.stats(), self.segments(), index)
         free = self.capacity - self._reserved
         allocated = self._cur[_ALLOCATED_BYTES]
         hint = "max_split_size_mb" if self.expandable_segments else "expandable_segments=True or max_split_size_mb"
@@ -1205,7 +1212,8 @@ class CachingAllocatorSim:
             return None
         while candidate.size < size:
             nxt = candidate.next
-            assert nxt is not None and not nxt.mapped
+            if nxt is None or nxt.mapped:  # past the segment's virtual reservation: it cannot grow that far
+                return None
             if not self._map_block(nxt, min(size - candidate.size, nxt.size)):
                 return None
             candidate = nxt  # map_block merged the free candidate into nxt
