@@ -301,7 +301,7 @@ def test_validate_of_an_endless_notebook_times_out_cleanly(server: Server) -> No
     elapsed = time.monotonic() - t0
     assert status == 200 and body["stopped"] == "timeout", body
     assert [c["status"] for c in body["checks"]] == ["timeout"]
-    assert elapsed < LOOP_TIMEOUT_S + 5
+    assert elapsed < LOOP_TIMEOUT_S + 8  # it stops itself; the server would kill it at GRACE_S past the deadline
     assert int(pid_file.read_text()) > 0  # the loop did start in a kernel (its pid is its PID namespace's) ...
     assert _validation_processes(server.mark) == []  # ... which is gone, and so is all the validation started
 

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ ENV_VALIDATE_TIMEOUT = "TORCHLENS_VALIDATE_TIMEOUT"  # most seconds a validation
 ENV_RUN = "TORCHLENS_VALIDATION"  # set in a validation's processes (kernel included): names the run
 API = "torchlens/api"
 RESOURCE = "torchlens"  # the authorization resource name (Jupyter's Authorizer sees it)
-GRACE_S = 4.0  # past the validation's own deadline, the server kills it (and its kernel) itself
+GRACE_S = 6.0  # past the validation's own deadline, the server kills it (and its kernel) itself
 
 
 class TorchlensCourse(LoggingConfigurable):
@@ -169,6 +170,29 @@ def _is_run(pid: int, run: str, overran: bool) -> bool:
         return False
 
 
+def _run_processes(run: str) -> list[int]:
+    """Processes still carrying validation `run`'s mark in their environment (read from /proc; none elsewhere)."""
+    mark = f"{ENV_RUN}={run}".encode()
+    found = []
+    for entry in (os.listdir("/proc") if os.path.isdir("/proc") else ()):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if mark in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                    found.append(int(entry))
+    return found
+
+
+async def _gone(run: str, within: float = 5.0) -> None:
+    """Make sure nothing of validation `run` outlives it: its PID namespace ends asynchronously, and without one a
+    notebook's setsid child would stay. Whatever still carries the run's mark is killed, then awaited."""
+    deadline = time.monotonic() + within
+    while (left := _run_processes(run)) and time.monotonic() < deadline:
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.05)
+
+
 async def run_validation(notebook: Path, timeout: float, cell_timeout: float = 60.0) -> dict[str, Any]:
     """Validate `notebook` in a separate process (python -m torchlens_widgets.course.validate) that starts
     a fresh kernel; the server's event loop only waits. The process stops itself at `timeout`; if it
@@ -201,6 +225,7 @@ async def run_validation(notebook: Path, timeout: float, cell_timeout: float = 6
                     _kill_group(kernel)
         if proc.returncode is None:
             await proc.wait()
+        await _gone(run)
         stdout, stderr = out_file.read_bytes(), err_file.read_bytes()
     if overran:
         return {"notebook": str(notebook), "stopped": "timeout", "hidden_tests": None, "notice": None,
