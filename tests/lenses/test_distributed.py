@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -30,30 +29,9 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX process
 
 
 def _descendants() -> set[int]:
-    """Pids of every live descendant of this process (from /proc, or psutil elsewhere) but its zygote (which forks
-    the rank workers and stays for the next run)."""
-    return _all_descendants() - {zygote.pid()}
-
-
-def _all_descendants() -> set[int]:
-    try:
-        import psutil
-
-        return {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
-    except ImportError:  # pragma: no cover
-        parents: dict[int, int] = {}
-        for d in Path("/proc").iterdir():
-            if d.name.isdigit():
-                try:
-                    stat = (d / "stat").read_text()
-                    parents[int(d.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-                except (OSError, ValueError, IndexError):
-                    pass
-        found, frontier = set(), {os.getpid()}
-        while frontier:
-            frontier = {p for p, pp in parents.items() if pp in frontier} - found
-            found |= frontier
-        return found
+    """Pids of every live descendant of this process but its zygote (which forks the rank workers and stays for
+    the next run)."""
+    return set(zygote.descendants(os.getpid())) - {zygote.pid()}
 
 
 @pytest.fixture

@@ -120,7 +120,7 @@ def _check_paths(submissions: Path, source: Path, out: Path, readable: Sequence[
     git = next((p / ".git" for p in source.resolve().parents if (p / ".git").exists()), None)
     if git is not None:  # the course repository's history holds the solutions too
         secret.append(git)
-    for mounted in [*sandbox._python(), *readable]:
+    for mounted in [*sandbox.python_folders(), *readable]:
         for s in secret:
             if s == mounted or s.is_relative_to(mounted):
                 raise GradeError(f"{mounted} holds {s}: the grading kernel reads {mounted} (Python, this package "

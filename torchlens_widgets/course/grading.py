@@ -94,19 +94,16 @@ def read_results(nb: Any, cells: dict[str, int], points: dict[str, float], run: 
         status = run.status.get(index, "not run")
         said = check_report(cell, gid)
         err = cell_error(cell)
-        attested = run.attested.get(index) if index in run.attested else ()
-        if status == "ok" and attested is None and run.attest_error is None:
+        attested = run.attested.get(index)  # grading always attests: (outcomes, findings), or None
+        outcomes, findings = attested if attested is not None else ([], [])
+        if status == "ok" and run.attest_error is not None:
+            result, message = "failed", f"the grader could not confirm this check's result ({run.attest_error})"
+        elif status == "ok" and attested is None:
             result, message = "tampered", ("the kernel's report for this check was missing or not signed by the grader "
                                            "(its execution or display machinery was replaced)")
-        elif status == "ok" and attested and attested[1]:
-            result, message = "tampered", "the grader found the kernel changed: " + "; ".join(attested[1][:6])
-        elif status == "ok" and attested is None:
-            result, message = "failed", f"the grader could not confirm this check's result ({run.attest_error})"
-        elif status == "ok" and attested and not (attested[0] and all(attested[0])):
-            result = "failed"
-            message = str(said.get("message", "the check failed")) if said and said.get("passed") is False \
-                else "the check did not report a pass to the grader"
-        elif status == "ok" and (attested or (said is not None and said.get("passed") is True)):
+        elif status == "ok" and findings:
+            result, message = "tampered", "the grader found the kernel changed: " + "; ".join(findings[:6])
+        elif status == "ok" and outcomes and all(outcomes):
             result, message = "passed", "passed"
         elif status in ("ok", "error"):
             result = "failed"
@@ -114,8 +111,8 @@ def read_results(nb: Any, cells: dict[str, int], points: dict[str, float], run: 
                 message = str(said.get("message", "the check failed"))
             elif err is not None:  # the learner's own error: its type only (its text is theirs to choose)
                 message = f"your code raised {err[0]}"
-            else:
-                message = "the check did not report a result"
+            else:  # no check ran to its end, or only a display claimed a pass
+                message = "the check did not report a pass to the grader"
         elif status == "timeout" and run.stopped != "timeout":
             result, message = "timeout", f"this check ran past its {limits.cell_timeout:g} s limit and was interrupted"
         else:

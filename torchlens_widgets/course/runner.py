@@ -14,7 +14,6 @@ import functools
 import json
 import os
 import secrets
-import signal
 import sys
 import tempfile
 import threading
@@ -26,6 +25,7 @@ from typing import Any
 
 from nbformat import NotebookNode
 
+from ..lenses import zygote
 from . import attest as attestation
 from . import sandbox
 from .execute import progress_redirected
@@ -65,27 +65,6 @@ class Run:
     attest_error: str | None = None  # why the grader could not start attesting (then nothing is attested)
 
 
-def _tree(pid: int) -> list[int]:
-    """`pid` and its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo.extend(children.get(p, []))
-    return found
-
-
 def _rss_mb(pids: Sequence[int]) -> float:
     total = 0
     for p in pids:
@@ -98,16 +77,8 @@ def _rss_mb(pids: Sequence[int]) -> float:
 
 
 def kill_tree(pid: int) -> None:
-    """SIGKILL `pid` and every process below it."""
-    _kill(_tree(pid))
-
-
-def _kill(pids: Sequence[int]) -> None:
-    for p in pids:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except OSError:
-            pass
+    """SIGKILL `pid` and every process below it (their process groups too)."""
+    zygote.kill_all(pid)
 
 
 class _Watch(threading.Thread):
@@ -125,7 +96,7 @@ class _Watch(threading.Thread):
         tick = 0
         while not self.done.wait(0.05):
             if tick % 10 == 0:  # the tree is re-read every 0.5 s; resident memory every 50 ms
-                pids = _tree(self.pid)
+                pids = [self.pid, *zygote.descendants(self.pid)]
             tick += 1
             rss = _rss_mb(pids)
             self.peak = max(self.peak, rss)

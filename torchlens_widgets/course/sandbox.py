@@ -66,7 +66,7 @@ def _system() -> list[str]:
     return args + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm"]
 
 
-def _python() -> list[Path]:
+def python_folders() -> list[Path]:
     """What this Python needs to run: its prefixes (a virtual environment and the interpreter it came from) and
     this package's folder (outside them in an editable install; never the repository around it)."""
     package = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ def kernel_argv(box: Box, kernel: Sequence[str] | None = None) -> list[str]:
     """The kernelspec argv of a Python kernel sandboxed in `box` (see the module doc)."""
     kernel = list(kernel or [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"])
     args = [bwrap() or "bwrap", *_namespaces(), *_system()]
-    for path in [*_python(), *box.readable]:
+    for path in [*python_folders(), *box.readable]:
         if path.exists():
             args += ["--ro-bind", str(path), str(path)]
     for path in (box.work, box.home, box.runtime):

@@ -293,8 +293,9 @@ def descendants(pid: int) -> list[int]:
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat", "rb") as fh:
-                    stat = fh.read()
-                children.setdefault(int(stat[stat.rindex(b")") + 2:].split()[1]), []).append(int(entry))
+                    state, ppid = fh.read().rsplit(b")", 1)[1].split()[:2]
+                if state != b"Z":  # a zombie is gone already, only not yet reaped
+                    children.setdefault(int(ppid), []).append(int(entry))
             except (OSError, ValueError, IndexError):
                 continue
     found, todo = [], list(children.get(pid, []))
