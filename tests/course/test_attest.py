@@ -71,3 +71,22 @@ def test_outcomes_and_findings_in_a_started_process() -> None:
     assert outcomes == []
     assert any("recorded by <module>" in f and "not by a check" in f for f in findings), findings
     assert sum("sys.settrace was called by <module>" in f for f in findings) == 2, findings  # set, then cleared
+
+
+def test_a_change_found_at_one_check_taints_every_later_check_of_the_same_kernel() -> None:
+    """A trace hook left on slows what follows: a later timeout or failure in that kernel is the hook's doing, so it
+    scores `tampered`, not `timeout`; the checks before the change keep their own result."""
+    import nbformat
+
+    from torchlens_widgets.course.grading import read_results
+    from torchlens_widgets.course.runner import Limits, Run
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("") for _ in range(4)])
+    cells = {"a": 0, "b": 1, "c": 2, "d": 3}
+    run = Run(status={0: "ok", 1: "ok", 2: "timeout", 3: "error"},
+              attested={0: ([True], []), 1: ([True], ["sys.settrace called by <cell>"]), 2: None, 3: ([False], [])})
+    items = read_results(nb, cells, dict.fromkeys(cells, 1.0), run, Limits(cell_timeout=20))
+    assert [(i.grade_id, i.status) for i in items] == [("a", "passed"), ("b", "tampered"), ("c", "tampered"),
+                                                       ("d", "tampered")]
+    assert "earlier check" in items[2].message and "settrace" in items[3].message
+    assert sum(i.points for i in items) == 1.0

@@ -48,6 +48,17 @@ def test_a_worker_runs_like_python_dash_c(tmp_path: Path) -> None:
     assert (tmp_path / "out").read_text() == f"['a', '7'] set {tmp_path} 2.0\n"
 
 
+def test_a_worker_has_a_fresh_pythons_signal_dispositions(tmp_path: Path) -> None:
+    """A fresh Python ignores SIGPIPE (a lost socket peer is an EPIPE error, not a death) and turns SIGINT into
+    KeyboardInterrupt: a rank writing to a crashed peer must not die of SIGPIPE itself."""
+    code = ("import signal; print(signal.getsignal(signal.SIGPIPE) is signal.SIG_IGN, "
+            "signal.getsignal(signal.SIGINT) is signal.default_int_handler, "
+            "signal.getsignal(signal.SIGTERM) is signal.SIG_DFL)")
+    fresh = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    job = zygote.spawn(code, stdout=tmp_path / "out")
+    assert job.wait(60) == 0 and (tmp_path / "out").read_text() == fresh == "True True True\n"
+
+
 @pytest.mark.parametrize(("code", "returncode", "stderr"), [
     ("import sys; sys.exit(3)", 3, ""),
     ("raise ValueError('boom')", 1, "ValueError: boom"),

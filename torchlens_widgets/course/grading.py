@@ -89,7 +89,8 @@ def read_results(nb: Any, cells: dict[str, int], points: dict[str, float], run: 
         "not run": "the kernel did not start",
     }
     out = []
-    for gid, index in cells.items():
+    seen: list[str] = []  # what earlier checks found changed: the same kernel runs on, so it taints every later check
+    for gid, index in sorted(cells.items(), key=lambda item: item[1]):
         cell = nb.cells[index]
         status = run.status.get(index, "not run")
         said = check_report(cell, gid)
@@ -101,8 +102,10 @@ def read_results(nb: Any, cells: dict[str, int], points: dict[str, float], run: 
         elif status == "ok" and attested is None:
             result, message = "tampered", ("the kernel's report for this check was missing or not signed by the grader "
                                            "(its execution or display machinery was replaced)")
-        elif status == "ok" and findings:
+        elif findings and status != "not run":
             result, message = "tampered", "the grader found the kernel changed: " + "; ".join(findings[:6])
+        elif seen and status != "not run":  # a hook left on slows or changes what follows: a timeout here is its doing
+            result, message = "tampered", "the grader found the kernel changed at an earlier check: " + "; ".join(seen[:6])
         elif status == "ok" and outcomes and all(outcomes):
             result, message = "passed", "passed"
         elif status in ("ok", "error"):
@@ -118,6 +121,7 @@ def read_results(nb: Any, cells: dict[str, int], points: dict[str, float], run: 
         else:
             result = "kernel died" if status == "not run" else status
             message = stop_words.get(status, status)
+        seen.extend(f for f in findings if f not in seen)
         earned = points[gid] if result == "passed" else 0.0
         out.append(ItemResult(gid, earned, points[gid], result, _short(message)))
     return out

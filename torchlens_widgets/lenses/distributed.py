@@ -759,7 +759,7 @@ def _raise_failed(procs: list[zygote.Job | subprocess.Popen[bytes]], folder: Pat
     errors = {r: e for r in range(len(procs)) if (e := _read_error(folder, r)) is not None}
     crashed = [r for r, p in enumerate(procs) if (p.poll() or 0) < 0 and r not in errors]
     if crashed:  # killed by a signal (a segfault in the step): the others only lost their connection to it
-        r = crashed[0]
+        r = min(crashed, key=lambda k: procs[k].poll() == -signal.SIGPIPE)  # a SIGPIPE follows a peer's death
         code = -(procs[r].poll() or 0)
         try:
             what = signal.Signals(code).name

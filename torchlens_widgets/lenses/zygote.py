@@ -55,8 +55,10 @@ def worker(req):
         deathsig()
         if os.getppid() != zygote:
             os._exit(137)
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
-            signal.signal(s, signal.SIG_DFL)
+        for s in (signal.SIGTERM, signal.SIGCHLD):  # as a fresh Python has them: a lost socket peer is an
+            signal.signal(s, signal.SIG_DFL)            # error (EPIPE), not a death by SIGPIPE
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         fd = os.open(req["stdout"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
