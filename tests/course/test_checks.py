@@ -101,6 +101,11 @@ def test_strict_mismatch_types() -> None:
     assert strict_mismatch({"k": (1, 2)}, {"k": (1, 3)}) == "answer['k'][1]: expected 3, got 2"
     assert strict_mismatch(torch.ones(2), torch.ones(2, dtype=torch.float64)) is not None
     assert strict_mismatch(torch.float32, torch.float32) is None
+    nan = float("nan")  # a NaN where a NaN is expected is right (torch.equal says no); anywhere else it is wrong
+    assert strict_mismatch(torch.tensor([1.0, nan]), torch.tensor([1.0, nan])) is None
+    assert strict_mismatch(torch.tensor([1.0, nan]), torch.tensor([1.0, nan]), rel_tol=1e-6) is None
+    assert "index [1]: expected nan, got 2.0" in strict_mismatch(torch.tensor([1.0, 2.0]), torch.tensor([1.0, nan]))
+    assert "index [0]: expected 1.0, got nan" in strict_mismatch(torch.tensor([nan, nan]), torch.tensor([1.0, nan]))
     with pytest.raises(TypeError, match="cannot compare"):
         strict_mismatch(object(), object())
 

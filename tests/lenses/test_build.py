@@ -52,6 +52,7 @@ def built(cache: Path) -> BuildReport:
 def test_lean_build_reports_its_steps_headers_and_flags(built: BuildReport) -> None:
     assert built.ok and built.cache == "miss", built.summary()
     assert [s.phase for s in built.steps] == ["compile", "link"]
+    assert built.compile_seconds == built.steps[0].seconds  # the property notebook 09 compares builds with
     assert all(s.seconds > 0 for s in built.steps)
     assert built.includes[: len(LEAN_HEADERS)] == LEAN_HEADERS and "torch/extension.h" not in built.includes
     assert built.header_files > 50 and built.header_bytes > 1_000_000

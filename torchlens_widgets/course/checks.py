@@ -166,9 +166,11 @@ def strict_mismatch(
                 ok = integrity.trusted_allclose(got.detach(), expected.detach(), rtol=rel_tol, atol=atol)
             else:
                 ok = integrity.trusted_equal(got.detach(), expected.detach())
-        return None if ok else f"{path}: values differ from the expected tensor" + _where_they_differ(
+        where = "" if ok else _where_they_differ(
             got.detach(), expected.detach(), rel_tol if rel_tol > 0 and expected.is_floating_point() else 0.0,
             abs_tol, show_expected)
+        # a NaN where a NaN is expected is right (torch.equal says no: NaN != NaN); `where` is empty then
+        return None if ok or not where else f"{path}: values differ from the expected tensor" + where
     raise TypeError(f"strict_mismatch cannot compare against {te.__name__}; use a plain type or a tensor")
 
 
@@ -449,14 +451,16 @@ class Check(metaclass=GraderClass):
         return watched
 
     def build(self, name: str, source: object, *, headers: Sequence[str] | None = LEAN_HEADERS,
-              probe: str | None = None, register: dict[str, str] | None = None, hint: Hint = None) -> BuildReport:
+              probe: str | None = None, register: dict[str, str] | None = None, hint: Hint = None,
+              flags: Sequence[str] = ()) -> BuildReport:
         """Build the learner's C++ `source` in a subprocess (never in this kernel), then load it here: the
         stub is "not done"; a compile error fails with the learner's own lines; a crash while loading or
         during `probe` (a first call, run in that subprocess too) fails and leaves this kernel running.
 
         `register` ({function: schema}, e.g. {"relu_loop": "relu_loop(Tensor x) -> Tensor"}) adds the
         TORCH_LIBRARY block itself, in a namespace of its own per source (`report.namespace`), so a learner
-        can rebuild a changed answer in the same kernel; `probe` may then say `OPS.relu_loop(...)`."""
+        can rebuild a changed answer in the same kernel; `probe` may then say `OPS.relu_loop(...)`. `flags`: extra
+        compiler flags (e.g. ("-fopenmp",) for a kernel whose at::parallel_for must really run on threads)."""
         if not isinstance(source, str):
             self.fail(f"{name}: expected the C++ source as a string, got {_describe(source)}", hint)
         assert isinstance(source, str)
@@ -470,7 +474,8 @@ class Check(metaclass=GraderClass):
             if probe is not None:
                 probe = f"OPS = getattr(torch.ops, {namespace!r})\n{probe}"
         try:
-            report = build_inline(name, source, headers=headers, probe=probe)
+            report = build_inline(name, source, headers=headers, probe=probe,
+                                  extra_cflags=["-O2", *flags] if flags else ())
         except BuildError as exc:
             self.fail(f"{name}: {exc}", hint)
         if not report.ok:

@@ -109,6 +109,12 @@ class BuildReport:
     probe_error: str | None = None  # what the probe (a first call in the build process) raised, if anything
     precompiled: bool = False  # the compile loaded the lean headers' precompiled state instead of reading them
 
+    @property
+    def compile_seconds(self) -> float:
+        """Seconds spent compiling (reading headers included), linking and loading left out: what a precompiled
+        header or a leaner include list saves."""
+        return sum(step.seconds for step in self.steps if step.phase == "compile")
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (for widgets and tests)."""
         return asdict(self)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.course.wrong_answers import Wrong
 
 
-def _relu(body: str, prelude: str = "") -> str:
+def _relu(body: str, prelude: str = "#include <vector>") -> str:
     return f'RELU_SOURCE = r"""\n{prelude}\nat::Tensor relu_loop(const at::Tensor& x) {{\n{body}\n}}\n"""\n'
 
 
@@ -15,8 +15,8 @@ def _scale(checks: str) -> str:
 at::Tensor scale(const at::Tensor& x, double a) {{
 {checks}
   at::Tensor out = at::empty_like(x);
-  const float* in = x.data_ptr<float>();
-  float* o = out.data_ptr<float>();
+  const float* in = x.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
   for (int64_t i = 0; i < x.numel(); ++i) o[i] = static_cast<float>(a) * in[i];
   return out;
 }}
@@ -24,20 +24,43 @@ at::Tensor scale(const at::Tensor& x, double a) {{
 '''
 
 
-def _rowmax(body: str, prelude: str = "#include <limits>") -> str:
+def _rowmax(body: str, prelude: str = "#include <cmath>\n#include <limits>") -> str:
     return f'ROWMAX_SOURCE = r"""\n{prelude}\nat::Tensor row_max(const at::Tensor& x) {{\n{body}\n}}\n"""\n'
 
 
-_RELU_LOOP = """
-  at::Tensor out = at::empty_like(xc);
-  const float* in = xc.data_ptr<float>();
-  float* o = out.data_ptr<float>();
-  for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] > 0.f ? in[i] : 0.f;
+def _pmax(body: str, prelude: str = "#include <cmath>\n#include <limits>") -> str:
+    return f'MAX_SOURCE = r"""\n{prelude}\nat::Tensor all_max(const at::Tensor& x) {{\n{body}\n}}\n"""\n'
+
+
+# the odometer walk of the reference: reads element `index` of x at `at`, writes out[k]
+_STRIDED = """
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  const float* in = x.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  const int64_t dims = x.dim(), n = x.numel();
+  std::vector<int64_t> index(dims, 0);
+  int64_t at = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const float v = in[at];
+    o[k] = v < 0.f ? 0.f : v;
+    for (int64_t d = dims - 1; d >= 0; --d) {
+      if (++index[d] < x.size(d)) { at += x.stride(d); break; }
+      at -= (x.size(d) - 1) * x.stride(d);
+      index[d] = 0;
+    }
+  }
   return out;"""
 
-_ALL_CHECKS = """  TORCH_CHECK(x.scalar_type() == at::kFloat, "scale: expected float32");
-  TORCH_CHECK(x.device().is_cpu(), "scale: expected a CPU tensor");
-  TORCH_CHECK(x.is_contiguous(), "scale: expected a contiguous tensor");"""
+_RELU_LOOP = """
+  at::Tensor out = at::empty_like(xc);
+  const float* in = xc.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
+  for (int64_t i = 0; i < xc.numel(); ++i) o[i] = in[i] < 0.f ? 0.f : in[i];
+  return out;"""
+
+_ALL_CHECKS = """  TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat, "scale: expected float32");
+  TORCH_CHECK_NOT_IMPLEMENTED(x.device().is_cpu(), "scale: expected a CPU tensor");
+  TORCH_CHECK_VALUE(x.is_contiguous(), "scale: expected a contiguous tensor");"""
 
 _ROWMAX_LOOP = """  const int64_t rows = x.size(0), cols = x.size(1);
   at::Tensor out = at::empty({rows}, x.options());
@@ -45,52 +68,77 @@ _ROWMAX_LOOP = """  const int64_t rows = x.size(0), cols = x.size(1);
   auto o = out.accessor<float, 1>();
   for (int64_t i = 0; i < rows; ++i) {
     float m = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < cols; ++j) m = a[i][j] > m ? a[i][j] : m;
+    for (int64_t j = 0; j < cols; ++j) m = (std::isnan(a[i][j]) || a[i][j] > m) ? a[i][j] : m;
     o[i] = m;
   }
   return out;"""
 
+_PMAX = """  TORCH_CHECK_VALUE(x.numel() > 0, "all_max: an empty tensor has no maximum");
+  at::Tensor xc = x.contiguous();
+  const float* p = xc.const_data_ptr<float>();
+  auto bigger = [](float a, float b) { return (std::isnan(a) || a > b) ? a : b; };
+  const float m = at::parallel_reduce(0, xc.numel(), 16384, -std::numeric_limits<float>::infinity(),
+      [&](int64_t begin, int64_t end, float ident) {
+        float r = ident;
+        for (int64_t i = begin; i < end; ++i) r = bigger(p[i], r);
+        return r;
+      },
+      bigger);
+  at::Tensor out = at::empty({}, x.options());
+  *out.mutable_data_ptr<float>() = m;
+  return out;"""
+
 WRONG = {
     "09-relu-loop": [
-        # a transposed input still works by luck: empty_like keeps its (dense) strides, so memory order matches
-        Wrong("strides ignored: data_ptr without contiguous()", _relu("  const at::Tensor& xc = x;" + _RELU_LOOP),
-              "relu_loop(every other column)"),
-        Wrong("writes into the input", _relu("""
-  float* p = x.data_ptr<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) p[i] = p[i] > 0.f ? p[i] : 0.f;
-  return x;"""), "must stay unchanged"),
+        # last section's habit: a contiguous copy first (recorded on the call with a transposed input)
+        Wrong("copies with contiguous() first", _relu("  at::Tensor xc = x.contiguous();" + _RELU_LOOP),
+              "ran aten::clone, aten::contiguous"),
+        Wrong("strides ignored: reads memory in stored order", _relu("  const at::Tensor& xc = x;" + _RELU_LOOP.replace(
+            "at::empty_like(xc)", "at::empty(xc.sizes(), xc.options())")), "relu_loop(a transposed tensor)"),
+        # empty_like keeps a permuted input's strides, so out's stored order is not its element order
+        Wrong("result from empty_like, written in element order", _relu(_STRIDED.replace(
+            "at::empty(x.sizes(), x.options())", "at::empty_like(x)")), "relu_loop(a transposed tensor)"),
+        Wrong("drops NaN: v > 0 ? v : 0", _relu(_STRIDED.replace("o[k] = v < 0.f ? 0.f : v;", "o[k] = v > 0.f ? v : 0.f;")),
+              "relu_loop(a 1-D tensor with NaN in it)"),
+        Wrong("writes into the input", _relu(_STRIDED.replace("float* o = out.mutable_data_ptr<float>();",
+                                                              "float* o = x.mutable_data_ptr<float>();")),
+              "must stay unchanged"),
         Wrong("calls at::relu", _relu("  return at::relu(x);", "#include <ATen/ops/relu.h>"), "aten::relu", gaming=True),
-        Wrong("reads one element even from an empty input", _relu("  at::Tensor xc = x.contiguous();" + _RELU_LOOP.replace(
-            "i < xc.numel()", "i < 1")), "crashed the build process on its first call"),
         # ATen's CPU kernel called directly: no dispatcher, so no profiler event; the library's symbols show it
-        Wrong("calls at::cpu::clamp_min, past the dispatcher", _relu("  return at::cpu::clamp_min(x.contiguous(), 0);",
+        Wrong("calls at::cpu::clamp_min, past the dispatcher", _relu("  return at::cpu::clamp_min(x, 0);",
               "#include <ATen/ops/clamp_min_cpu_dispatch.h>"), "relu_loop's compiled code calls at::cpu::clamp_min",
               gaming=True),
-        # right for every input at storage offset 0 (all visible ones, and every .contiguous() copy)
-        Wrong("reads from the start of the storage, not at the tensor's offset", _relu(
-            "  at::Tensor xc = x.contiguous();" + _RELU_LOOP.replace(
-                "xc.data_ptr<float>()", "static_cast<const float*>(xc.storage().data())")), "relu_loop(hidden case 2)"),
+        # right for every input at storage offset 0 (all visible ones)
+        Wrong("reads from the start of the storage, not at the tensor's offset", _relu(_STRIDED.replace(
+            "x.const_data_ptr<float>()", "static_cast<const float*>(x.storage().data())")), "relu_loop(hidden case 2)"),
     ],
     "09-input-checks": [
-        Wrong("no checks", _scale(""), "an int64 tensor"),
-        Wrong("dtype only", _scale('  TORCH_CHECK(x.scalar_type() == at::kFloat, "scale: expected float32");'),
-              "a meta tensor"),
+        Wrong("no checks", _scale(""), "an int64 tensor: raised RuntimeError"),
+        Wrong("plain TORCH_CHECKs: RuntimeError for every rule", _scale(_ALL_CHECKS.replace(
+            "TORCH_CHECK_TYPE(", "TORCH_CHECK(").replace("TORCH_CHECK_NOT_IMPLEMENTED(", "TORCH_CHECK(").replace(
+            "TORCH_CHECK_VALUE(", "TORCH_CHECK(")), "should raise TypeError"),
+        Wrong("dtype only", _scale('  TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat, "scale: expected float32");'),
+              "a meta tensor: raised RuntimeError"),
+        Wrong("types swapped: ValueError for the dtype", _scale(_ALL_CHECKS.replace("TORCH_CHECK_TYPE(", "TORCH_CHECK_X(")
+              .replace("TORCH_CHECK_VALUE(", "TORCH_CHECK_TYPE(").replace("TORCH_CHECK_X(", "TORCH_CHECK_VALUE(")),
+              "raised ValueError"),
         Wrong("messages that do not say what was expected", _scale(_ALL_CHECKS.replace(
             "expected float32", "bad input").replace("expected a CPU tensor", "bad input").replace(
             "expected a contiguous tensor", "bad input")), "does not say"),
-        Wrong("fitted to the visible inputs: refuses every 1-D tensor", _scale(
-            '  TORCH_CHECK(x.dim() == 2 && x.scalar_type() == at::kFloat && x.device().is_cpu() && x.is_contiguous(), '
-            '"scale: expected float32 on the CPU, contiguous");'), "expected float32 on the CPU, contiguous", gaming=True),
+        Wrong("fitted to the visible inputs: one TypeError for every 1-D tensor", _scale(
+            '  TORCH_CHECK_TYPE(x.dim() == 2 && x.scalar_type() == at::kFloat && x.device().is_cpu() && '
+            'x.is_contiguous(), "scale: expected float32 on the CPU, contiguous");'), "its first call raised TypeError",
+            gaming=True),
     ],
     "09-row-max": [
         Wrong("calls amax", _rowmax("  return x.amax(1);", "#include <ATen/ops/amax.h>"), "aten::amax", gaming=True),
         Wrong("data_ptr loop: strides ignored", _rowmax("""  const int64_t rows = x.size(0), cols = x.size(1);
   at::Tensor out = at::empty({rows}, x.options());
-  const float* p = x.data_ptr<float>();
-  float* o = out.data_ptr<float>();
+  const float* p = x.const_data_ptr<float>();
+  float* o = out.mutable_data_ptr<float>();
   for (int64_t i = 0; i < rows; ++i) {
     float m = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < cols; ++j) m = p[i * cols + j] > m ? p[i * cols + j] : m;
+    for (int64_t j = 0; j < cols; ++j) m = (std::isnan(p[i * cols + j]) || p[i * cols + j] > m) ? p[i * cols + j] : m;
     o[i] = m;
   }
   return out;"""), "row_max(a transposed tensor)"),
@@ -98,9 +146,45 @@ WRONG = {
               "values differ"),
         Wrong("column maxima", _rowmax(_ROWMAX_LOOP.replace("x.size(0), cols = x.size(1)", "x.size(1), cols = x.size(0)")
               .replace("a[i][j]", "a[j][i]")), "row_max(a 5x7 tensor)"),
+        Wrong("drops NaN: a plain a[i][j] > m", _rowmax(_ROWMAX_LOOP.replace("(std::isnan(a[i][j]) || a[i][j] > m)",
+                                                                             "a[i][j] > m")),
+              "row_max(rows with a NaN in them)"),
         # the loop only for the 8x8 input the old check profiled, amax for every other input
         Wrong("loops only for the input the recorder profiles", _rowmax(
             "  if (x.size(0) != 8 || x.size(1) != 8) return x.amax(1);\n" + _ROWMAX_LOOP,
-            "#include <limits>\n#include <ATen/ops/amax.h>"), "row_max's compiled code calls aten::amax", gaming=True),
+            "#include <cmath>\n#include <limits>\n#include <ATen/ops/amax.h>"),
+            "row_max's compiled code calls aten::amax", gaming=True),
+    ],
+    "09-parallel-max": [
+        Wrong("a serial loop, no parallel_reduce", _pmax("""  TORCH_CHECK_VALUE(x.numel() > 0, "all_max: empty");
+  at::Tensor xc = x.contiguous();
+  const float* p = xc.const_data_ptr<float>();
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < xc.numel(); ++i) m = (std::isnan(p[i]) || p[i] > m) ? p[i] : m;
+  at::Tensor out = at::empty({}, x.options());
+  *out.mutable_data_ptr<float>() = m;
+  return out;"""), "never starts a parallel region"),
+        Wrong("identity 0", _pmax(_PMAX.replace("-std::numeric_limits<float>::infinity(),", "0.f,")),
+              "all_max(200,000 negative values)"),
+        Wrong("combine drops NaN: a > b ? a : b", _pmax(_PMAX.replace(
+            "      bigger);", "      [](float a, float b) { return a > b ? a : b; });")), "all_max(a NaN in the first piece)"),
+        Wrong("the chunk's loop drops NaN", _pmax(_PMAX.replace("r = bigger(p[i], r);", "r = p[i] > r ? p[i] : r;")),
+              "all_max(a NaN in the first piece)"),
+        Wrong("an empty tensor gives -inf", _pmax(_PMAX.replace(
+            '  TORCH_CHECK_VALUE(x.numel() > 0, "all_max: an empty tensor has no maximum");\n', "")),
+            "was accepted; an empty tensor has no maximum"),
+        Wrong("an empty tensor refused with a plain TORCH_CHECK", _pmax(_PMAX.replace("TORCH_CHECK_VALUE(", "TORCH_CHECK(")),
+              "raised RuntimeError; an empty tensor has no maximum"),
+        # reads numel() floats from the start without .contiguous(): the same elements for a transposed view,
+        # not for a column slice (a hidden case)
+        Wrong("reads the view's memory in stored order", _pmax(_PMAX.replace("at::Tensor xc = x.contiguous();",
+                                                                             "const at::Tensor& xc = x;")),
+              "all_max(hidden case 3)"),
+        Wrong("calls amax", _pmax('  TORCH_CHECK_VALUE(x.numel() > 0, "all_max: empty");\n  return x.amax();',
+                                  "#include <ATen/ops/amax.h>"), "aten::amax", gaming=True),
+        # a parallel region for show, the answer from ATen: amax is in the library's symbols
+        Wrong("a parallel region for show, amax for the answer", _pmax(_PMAX.replace(
+            "  return out;", "  return m == m ? x.amax() : out;"), "#include <cmath>\n#include <limits>\n"
+            "#include <ATen/ops/amax.h>"), "all_max's compiled code calls aten::amax", gaming=True),
     ],
 }
