@@ -77,6 +77,8 @@ def test_a_registered_op_gets_opcheck_rows_and_a_missing_fake_shows() -> None:
         assert set(rows) == {"opcheck schema", "opcheck autograd_registration", "opcheck faketensor",
                              "opcheck aot_dispatch_dynamic"}
         assert rows["opcheck schema"].passed and not rows["opcheck faketensor"].passed
+        # run on inputs that require grad, opcheck sees torch ops recording a graph inside a CPU kernel
+        assert "does not have an autograd kernel" in rows["opcheck autograd_registration"].detail
         assert not report.result("meta tensors").passed and "Meta" in report.result("meta tensors").detail
         lib.impl("axpy", lambda a, b: torch.empty_like(a), "Meta")
         fixed = contract_matrix(op, reference, (X, Y), opcheck=False)
@@ -106,6 +108,29 @@ def test_an_op_without_a_gradient_fails_the_requires_grad_case() -> None:
     assert "does not require grad" in report.result("requires_grad").detail
     wrong_grad = contract_matrix(lambda a, b: (a * 2 + b).detach() + 0 * a * a, reference, (X, Y))
     assert "gradient of input 0 differs" in wrong_grad.result("requires_grad").detail
+
+
+def test_an_operator_behind_the_autograd_fallback_gets_no_gradient_not_a_wrong_one() -> None:
+    lib = torch.library.Library("tlw_contract_grad", "DEF")
+    try:
+        lib.define("loop(Tensor x, Tensor y) -> Tensor")
+        lib.impl("loop", lambda a, b: (a.detach() * 2 + b.detach()), "CPU")  # records no graph, as a pointer loop
+        op = torch.ops.tlw_contract_grad.loop.default
+        detail = contract_matrix(op, reference, (X, Y), opcheck=False).result("requires_grad").detail
+        assert detail == ("no gradient for input 0: its .grad is None after backward "
+                          "(torch warned: no autograd kernel registered)")
+    finally:
+        lib._destroy()
+
+
+def test_the_expanded_case_is_one_row_in_a_storage_of_its_own() -> None:
+    from torchlens_widgets.lenses.contract import contract_cases
+
+    case = next(c for c in contract_cases((X, Y)) if c.name == "expanded (stride 0)")
+    for a in case.make():
+        assert a.stride() == (0, 1) and a.untyped_storage().nbytes() == 4 * 4  # one row of 4 floats, 12 elements
+    assert torch.equal(case.make()[0], X[:1].expand(3, 4))
+    assert contract_matrix(reference, reference, (X, Y), opcheck=False).result("expanded (stride 0)").passed
 
 
 def test_a_report_rebuilt_from_its_dict_is_the_same_report() -> None:

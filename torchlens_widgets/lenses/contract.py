@@ -2,19 +2,22 @@
 kernels (dtypes, non-contiguous, transposed and expanded inputs, storage offsets, empty and 0-d tensors,
 the same tensor passed twice, meta and fake tensors, requires_grad, another device where one exists), each
 with the difference when it fails; plus `torch.library.opcheck`'s verdicts (schema, fake, autograd
-registration, AOT dispatch) as rows for a registered operator.
+registration, AOT dispatch) as rows for a registered operator, run on inputs that require grad (without one,
+opcheck skips its autograd-registration test).
 """
 
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
-__all__ = ["Case", "CaseResult", "ContractError", "ContractReport", "contract_cases", "contract_matrix"]
+__all__ = ["GRAD_DIFFERS", "GRAD_MISSING", "Case", "CaseResult", "ContractError", "ContractReport", "contract_cases",
+           "contract_matrix"]
 
 OPCHECK_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 # torch.testing.assert_close's default tolerances per dtype (rtol, atol)
@@ -115,8 +118,19 @@ def _transposed(t: torch.Tensor) -> torch.Tensor:
 
 
 def _expanded(t: torch.Tensor) -> torch.Tensor:
-    """Stride 0 along the first dimension: every row is the first row (values change; the reference sees it too)."""
-    return t[:1].expand(t.shape)
+    """A real broadcast: the first row alone in a storage of its own, `.expand`ed to the full shape (stride 0 along
+    the first dimension; every row is the first row, and the reference sees the same values). A kernel that walks
+    `numel()` elements from the data pointer reads past this storage's end: undefined behaviour. On the CPU the row's
+    storage is the start of a buffer the matrix owns, filled with NaN, so such a read shows as NaN instead of reading
+    another allocation's memory or crashing."""
+    row = t[:1]
+    if t.device.type != "cpu" or not t.numel():
+        return row.clone().expand(t.shape)
+    raw = bytearray(t.numel() * t.element_size())  # the guard: one row, then NaN up to the full size
+    torch.frombuffer(raw, dtype=t.dtype).fill_(float("nan") if t.is_floating_point() or t.is_complex() else 0)
+    small = torch.frombuffer(raw, dtype=t.dtype, count=row.numel()).view(row.shape)  # storage: one row, no more
+    small.copy_(row)
+    return small.expand(t.shape)
 
 
 def contract_cases(example: Sequence[torch.Tensor], dtypes: Sequence[torch.dtype] = DTYPES,
@@ -254,25 +268,40 @@ def contract_matrix(op: Callable[..., Any], reference: Callable[..., Any], examp
             problem = _grad_problem(op, reference, args)
         results.append(CaseResult(case.name, case.group, problem is None, problem or "ok"))
     if opcheck and isinstance(op, torch._ops.OpOverload):
-        results += _opcheck_rows(op, tuple(_fresh(t) for t in example))
+        # inputs that require grad: without one, opcheck skips its autograd-registration test and reports SUCCESS
+        results += _opcheck_rows(op, tuple(_fresh(t).requires_grad_(t.is_floating_point() or t.is_complex())
+                                           for t in example))
     return ContractReport(name, tuple(results), time.perf_counter() - t0)
 
 
+GRAD_MISSING = "no gradient"   # the first words of the requires_grad row when backward left an input's .grad None
+GRAD_DIFFERS = "the gradient"  # ... and when a gradient arrived but differs from the reference's
+
+
 def _grad_problem(op: Callable[..., Any], reference: Callable[..., Any], args: tuple[Any, ...]) -> str | None:
+    """None when backward through `op` gives every input that requires grad the reference's gradient. Torch's autograd
+    fallback (an operator with no autograd kernel) runs backward with a warning and gives the inputs no gradient at
+    all (`.grad` stays None): said apart from a gradient that arrived and differs."""
     leaves = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
     ref_leaves = [a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a for a in args]
-    try:
-        out = op(*leaves)
-        if not out.requires_grad:
-            return "the output does not require grad although its inputs do (no autograd formula registered?)"
-        out.sum().backward()
-    except Exception as exc:
-        return f"backward {_error(exc)}"
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        try:
+            out = op(*leaves)
+            if not out.requires_grad:
+                return "the output does not require grad although its inputs do (no autograd formula registered?)"
+            out.sum().backward()
+        except Exception as exc:
+            return f"backward {_error(exc)}"
+    warned = any("autograd kernel was not registered" in str(w.message) for w in said)
     reference(*ref_leaves).sum().backward()
     for i, (a, b) in enumerate(zip(leaves, ref_leaves)):
-        if isinstance(a, torch.Tensor) and a.requires_grad:
-            if a.grad is None or b.grad is None or not torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-5):
-                return f"the gradient of input {i} differs from the reference's"
+        if isinstance(a, torch.Tensor) and a.requires_grad and b.grad is not None:
+            if a.grad is None:
+                return (f"{GRAD_MISSING} for input {i}: its .grad is None after backward"
+                        + (" (torch warned: no autograd kernel registered)" if warned else ""))
+            if not torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-5):
+                return f"{GRAD_DIFFERS} of input {i} differs from the reference's"
     return None
 
 

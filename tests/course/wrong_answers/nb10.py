@@ -11,12 +11,40 @@ def _kernel(body: str, prelude: str = "") -> str:
 
 
 _LOOP = """  at::Tensor out = at::empty_like({x});
-  const float* px = {x}.data_ptr<float>();
-  const float* py = {y}.data_ptr<float>();
-  float* po = out.data_ptr<float>();
+  const float* px = {x}.const_data_ptr<float>();
+  const float* py = {y}.const_data_ptr<float>();
+  float* po = out.mutable_data_ptr<float>();
   for (int64_t i = 0; i < {x}.numel(); ++i) po[i] = static_cast<float>(a) * px[i] + py[i];
   return out;"""
 _CHECKS = """  TORCH_CHECK(x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat, "scale_add: float32 only");"""
+# the reference's stride walk: the wrong answers below change one line of it
+_WALK = """  TORCH_CHECK(x.sizes() == y.sizes(), "scale_add: x and y must have the same shape");
+""" + _CHECKS + """
+  at::Tensor out = at::empty(x.sizes(), x.options());
+  const float* px = x.const_data_ptr<float>();
+  const float* py = y.const_data_ptr<float>();
+  float* po = out.mutable_data_ptr<float>();
+  const int64_t dims = x.dim();
+  std::vector<int64_t> index(dims, 0);
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t at_x = 0, at_y = 0;
+    for (int64_t d = 0; d < dims; ++d) {
+      at_x += index[d] * x.stride(d);
+      at_y += index[d] * y.stride(d);
+    }
+    po[i] = static_cast<float>(a) * px[at_x] + py[at_y];
+    for (int64_t d = dims - 1; d >= 0; --d) {
+      if (++index[d] < x.size(d)) break;
+      index[d] = 0;
+    }
+  }
+  return out;"""
+_VECTOR = "#include <vector>"
+
+
+def _walk(old: str = "", new: str = "") -> str:
+    assert old in _WALK
+    return _kernel(_WALK.replace(old, new), _VECTOR)
 
 
 def _tests(body: str) -> str:
@@ -31,29 +59,34 @@ WRONG = {
     "10-fix-kernel": [
         Wrong("the naive kernel as given", _kernel(_CHECKS + "\n" + _LOOP.format(x="x", y="y")),
               "non-contiguous (step 2)"),
-        Wrong("only x made contiguous", _kernel(_CHECKS + "\n  at::Tensor xc = x.contiguous();\n"
-                                               + _LOOP.format(x="xc", y="y")), "non-contiguous"),
+        Wrong("section 2's fix: .contiguous() copies", _kernel(_CHECKS + """
+  at::Tensor xc = x.contiguous(), yc = y.contiguous();""" + "\n" + _LOOP.format(x="xc", y="yc")),
+              "ran aten::clone, aten::contiguous, aten::copy_"),
+        Wrong("x's strides used for y too", _walk("at_y += index[d] * y.stride(d);", "at_y += index[d] * x.stride(d);"),
+              "case 'first non-contiguous, rest contiguous'"),
+        Wrong("adds the storage offset a second time", _walk(
+            "const float* px = x.const_data_ptr<float>();",
+            "const float* px = x.const_data_ptr<float>() + x.storage_offset();"), "case 'storage offset 3'"),
+        Wrong("the result allocated like x", _walk("at::empty(x.sizes(), x.options())", "at::empty_like(x)"),
+              "case 'transposed'"),
+        Wrong("writes the result into x as well", _kernel(_WALK.replace(
+            "const float* px = x.const_data_ptr<float>();", "float* px = x.mutable_data_ptr<float>();").replace(
+            "po[i] = static_cast", "po[i] = px[at_x] = static_cast"), _VECTOR),
+              "its input x afterwards (it must stay unchanged)"),
         Wrong("calls at::add", _kernel(_CHECKS + "\n  return at::add(y, x, a);", "#include <ATen/ops/add.h>"),
               "aten::add", gaming=True),
         Wrong("mul and add on tensors", _kernel(_CHECKS + "\n  return x.mul(a).add(y);"), "aten::mul", gaming=True),
-        Wrong("writes the result into x", _kernel(_CHECKS + """
-  at::Tensor xc = x.contiguous(), yc = y.contiguous();
-  float* px = xc.data_ptr<float>();
-  const float* py = yc.data_ptr<float>();
-  for (int64_t i = 0; i < xc.numel(); ++i) px[i] = static_cast<float>(a) * px[i] + py[i];
-  return xc;"""), "its input x afterwards (it must stay unchanged)"),
         # ATen's CPU kernel called directly: no dispatcher, so no profiler event; the library's symbols show it
-        Wrong("calls at::cpu::add, past the dispatcher", _kernel(_CHECKS + "\n  return at::cpu::add(y.contiguous(), "
-              "x.contiguous(), a);", "#include <ATen/ops/add_cpu_dispatch.h>"),
+        Wrong("calls at::cpu::add, past the dispatcher", _kernel(_CHECKS + "\n  return at::cpu::add(y, x, a);",
+              "#include <ATen/ops/add_cpu_dispatch.h>"),
               "scale_add's compiled code calls at::cpu::add", gaming=True),
-        # the loop for the 8-element inputs the old check profiled, at::add for every other input
+        # the loop for the 8-element inputs of a visible case, at::add for every other input
         Wrong("loops only for the input the recorder profiles", _kernel(
             _CHECKS + "\n  if (x.numel() != 8) return at::add(y, x, a);\n" + _LOOP.format(x="x", y="y"),
             "#include <ATen/ops/add.h>"), "scale_add's compiled code calls aten::add", gaming=True),
-        # right for the a = 1.5 of the old check's matrix (its profiled call's values were never compared)
-        Wrong("a fixed at the 1.5 the test uses", _kernel(_CHECKS + """
-  at::Tensor xc = x.contiguous(), yc = y.contiguous();""" + "\n" + _LOOP.format(x="xc", y="yc").replace(
-            "static_cast<float>(a)", "1.5f")), "scale_add on (8,) inputs, a = -2.0, case 'as given'", gaming=True),
+        # right for the a = 1.5 of the first visible case only
+        Wrong("a fixed at the 1.5 the test uses", _walk("static_cast<float>(a)", "1.5f"),
+              "scale_add on (8,) inputs, a = -2.0, case 'as given'", gaming=True),
     ],
     "10-contract-tests": [
         Wrong("never fails anything", _tests("    return []"), "your tests pass an op that"),
@@ -131,5 +164,37 @@ _contract._run = lambda fn, args, fake: None
 _contract._compare = _contract._grad_problem = lambda *args, **kwargs: None
 PREDICT_STRICT_FAILS = set()
 """, "torchlens_widgets.lenses.contract._run was replaced", gaming=True),
+    ],
+    "10-promotion-case": [
+        Wrong("the example as it is", "def promotion_case(x, y):\n    return x.clone(), y.clone()\n",
+              "your case passes an op that gives the result x's dtype"),
+        Wrong("x the wider dtype", "def promotion_case(x, y):\n    return x.double(), y.clone()\n",
+              "your case passes an op that gives the result x's dtype"),
+        # catches the visible bug, not the op that keeps y's dtype
+        Wrong("y the wider dtype", "def promotion_case(x, y):\n    return x.clone(), y.double()\n",
+              "your case passes the op of hidden case 1"),
+        Wrong("shapes that do not broadcast", "def promotion_case(x, y):\n    return x.double(), y[:2, :3]\n",
+              "the reference 2.0 * x + y cannot run on your case"),
+        Wrong("one tensor", "def promotion_case(x, y):\n    return x.double()\n",
+              "expected a tuple of two plain tensors"),
+        # a tensor that says it is float64 while it holds float32
+        Wrong("a tensor subclass that reports another dtype", """class _Says64(torch.Tensor):
+    @property
+    def dtype(self):
+        return torch.float64
+
+
+def promotion_case(x, y):
+    return x.as_subclass(_Says64), y.clone()
+""", "expected a tuple of two plain tensors", gaming=True),
+        # the public lens replaced so that every op fails every case
+        Wrong("makes the contract matrix fail the planted ops", """import torchlens_widgets.lenses.contract as _contract
+
+_contract._compare = lambda got, want, inputs, values=True: "differs"
+
+
+def promotion_case(x, y):
+    return x.clone(), y.clone()
+""", "torchlens_widgets.lenses.contract._compare was replaced", gaming=True),
     ],
 }

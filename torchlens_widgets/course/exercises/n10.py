@@ -1,5 +1,5 @@
-"""Notebook 10 (kernel to operator): a kernel fixed for every float32 layout, contract tests that catch planted bugs,
-and a predicted contract grid.
+"""Notebook 10 (kernel to operator): a kernel that walks every float32 layout through its strides, contract tests that
+catch planted bugs, a predicted contract grid, and a contract case the matrix lacks (type promotion).
 
 Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
 again with `hidden=...` (see `exercises.__init__`).
@@ -30,7 +30,7 @@ from .n09 import _only_allowed_calls, _recorded_call
 if TYPE_CHECKING:
     from ..checks import Check
 
-__all__ = ["contract_tests", "fix_kernel", "predict_grid"]
+__all__ = ["contract_tests", "fix_kernel", "predict_grid", "promotion_case"]
 
 _F32 = torch.float32
 
@@ -56,16 +56,21 @@ _RTOL, _ATOL = 1.3e-6, 1e-5
 # --- 10-fix-kernel ------------------------------------------------------------------------------------------------
 
 FIX_HINTS = (
-    "index i is memory position i only in a contiguous tensor: read the inputs through .contiguous() and allocate "
-    "the result like the contiguous input",
-    "an expanded input (stride 0) and a step-2 slice both need the copy .contiguous() makes when it must; check the "
-    "dtype with TORCH_CHECK before data_ptr<float>()",
+    "element i is at memory position i only in a contiguous tensor: for any other layout compute each element's "
+    "position from its index, the sum of index times stride over the dimensions, for x and for y separately",
+    "walk the multi-index over x.sizes() with the last dimension fastest; const_data_ptr<float>() already points at "
+    "the storage offset; allocate the result with at::empty from x's sizes and options, which is contiguous whatever "
+    "x's layout (empty_like keeps a transposed one)",
+    "keep one counter per dimension: after each element add one to the last counter and, when a counter reaches its "
+    "dimension's size, set it to zero and carry one into the counter before it; a 0-d tensor has no counters and one "
+    "element",
 )
-FIX_ALLOWED = frozenset({"aten::empty_like", "aten::empty", "aten::empty_strided", "aten::contiguous", "aten::clone",
-                         "aten::copy_", "aten::resolve_conj", "aten::resolve_neg"})
-FIX_RULE = "write the a * x + y loop yourself; only allocation and layout ops are allowed"
+FIX_ALLOWED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided"})
+FIX_RULE = ("walk the inputs through their own strides and write the a * x + y loop yourself: no copy (.contiguous(), "
+            "clone, copy_) and no arithmetic op; only allocation ops are allowed")
 FIX_PROBE = ("e = torch.empty(0); OPS.scale_add(e, e, 1.0); t = torch.randn(4, 6)[:, ::2]; OPS.scale_add(t, t, 1.0); "
-             "OPS.scale_add(torch.randn(1, 3).expand(4, 3), torch.randn(4, 3), 1.0)")
+             "OPS.scale_add(torch.randn(1, 3).expand(4, 3), torch.randn(4, 3), 1.0); "
+             "OPS.scale_add(torch.tensor(1.0), torch.tensor(2.0), 1.0)")
 FIX_DATA = frozenset({"baseline", "dtype", "layout", "size", "aliasing"})  # the matrix's data cases
 # (the example's shape, a): every data case of the float32 contract matrix is run for each
 FIX_VISIBLE = (((3, 4), 1.5), ((8,), -2.0))
@@ -102,9 +107,9 @@ def _close(c: Check, got: torch.Tensor, expected: torch.Tensor, what: str, secre
 
 def fix_kernel(c: Check, source: Any, hidden: Iterable[tuple[tuple[int, ...], float]] | None = None) -> None:
     """`SCALE_ADD_SOURCE`: `scale_add(x, y, a)` returns a new float32 tensor a * x + y for every data case of the
-    float32 contract matrix (layouts, sizes, aliasing), leaves its inputs alone, refuses float64, and runs no aten op
-    but allocation and layout ones: on every call (profiled) and in its compiled code (imported symbols). A case is
-    (the example's shape, a); hidden ones are numbered."""
+    float32 contract matrix (layouts, sizes, aliasing), reading the inputs through their strides: it leaves them alone,
+    refuses float64, and runs no aten op but allocation (no copy, no arithmetic): on every call (profiled) and in its
+    compiled code (imported symbols). A case is (the example's shape, a); hidden ones are numbered."""
     secret = hidden is not None
     report = c.build("scale_add", source, register={"scale_add": "scale_add(Tensor x, Tensor y, float a) -> Tensor"},
                      hint=FIX_HINTS, probe=None if secret else FIX_PROBE)
@@ -234,9 +239,9 @@ at::Tensor axpy_strict(const at::Tensor& x, const at::Tensor& y, double a) {
   TORCH_CHECK(x.is_contiguous() && y.is_contiguous(), "contiguous inputs only");
   TORCH_CHECK(x.sizes() == y.sizes(), "same shape only");
   at::Tensor out = at::empty_like(x);
-  const float* px = x.data_ptr<float>();
-  const float* py = y.data_ptr<float>();
-  float* po = out.data_ptr<float>();
+  const float* px = x.const_data_ptr<float>();
+  const float* py = y.const_data_ptr<float>();
+  float* po = out.mutable_data_ptr<float>();
   for (int64_t i = 0; i < x.numel(); ++i) po[i] = static_cast<float>(a) * px[i] + py[i];
   return out;
 }
@@ -268,3 +273,67 @@ def predict_grid(c: Check, answer: Any, hidden: Iterable[tuple[int, ...]] | None
         missing, extra = len(actual - predicted), len(predicted - actual)
         c.that(not missing and not extra, f"the failing cases for {label}: {missing} missing from your set, {extra} "
                "in it that pass", GRID_HINTS)
+
+
+# --- 10-promotion-case --------------------------------------------------------------------------------------------
+
+PROMOTION_HINTS = (
+    "every case of the matrix gives x and y one dtype; yours needs two different dtypes, on which torch promotes "
+    "(the result gets the dtype torch.promote_types gives for the two)",
+    "a case where x has the wider dtype catches an op that keeps y's dtype, and the reverse; one case catches every "
+    "op that keeps or casts to one input's dtype only when the promoted dtype is neither input's",
+    "ask torch.promote_types about pairs of floating dtypes: one pair of 16-bit dtypes gives a third dtype",
+)
+PROMOTION_RESULT_HINTS = ("return the inputs of your case as a tuple of two plain tensors (x, y)",)
+# The correct op and the planted bugs: each passes every case of the standard matrix (one dtype for x and y).
+PROMOTION_OPS = MappingProxyType({
+    "correct": "def op(a, b):\n    return 2.0 * a + b\n",
+    "gives the result x's dtype": "def op(a, b):\n    return (2.0 * a + b).to(a.dtype)\n",
+    "gives the result y's dtype": "def op(a, b):\n    return (2.0 * a + b).to(b.dtype)\n",
+    "casts y to x's dtype first": "def op(a, b):\n    return 2.0 * a + b.to(a.dtype)\n",
+    "casts x to y's dtype first": "def op(a, b):\n    return 2.0 * a.to(b.dtype) + b\n",
+})
+PROMOTION_VISIBLE = ("gives the result x's dtype",)
+PROMOTION_EXAMPLE, PROMOTION_HIDDEN_EXAMPLE = (3, 4), (2, 5)  # the example tensors' shape, visible and hidden
+_PROMOTION_FILE = "<the ops 10-promotion-case runs your case on>"
+
+
+def _promotion_op(name: str) -> Callable[..., Any]:
+    space: dict[str, Any] = {"torch": torch, "__builtins__": builtins}
+    exec(compile(PROMOTION_OPS[name], _PROMOTION_FILE, "exec"), space)
+    return space["op"]
+
+
+def _case_inputs(c: Check, got: Any, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The answer's case as two plain tensors (a subclass could report any dtype)."""
+    c.that(type(got) in (tuple, list) and len(got) == 2 and all(type(t) is torch.Tensor for t in got),
+           f"{what} returned {type(got).__name__}"
+           + (f" of {len(got)}" if type(got) in (tuple, list) else "")
+           + ", expected a tuple of two plain tensors (x, y)", PROMOTION_RESULT_HINTS)
+    return got[0].detach(), got[1].detach()
+
+
+def promotion_case(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`promotion_case(x, y)`: from the matrix's example tensors, the inputs of a case the standard matrix lacks. Run
+    through the contract matrix's comparison, a correct `2.0 * x + y` passes it (every time it is asked) and the op
+    with the planted bug fails it; hidden cases name other ops of `PROMOTION_OPS`, each with its planted bug."""
+    secret = hidden is not None
+    mine = c.watch(answer, "promotion_case", forbid=[contract_lens, _contract], hint=PROMOTION_HINTS)
+    bugs = list(named(hidden, PROMOTION_VISIBLE, lambda name: f"an op that {name}"))
+    shape = PROMOTION_HIDDEN_EXAMPLE if secret else PROMOTION_EXAMPLE
+    for label, variant in _order(bugs):
+        with errors_by_type(c, "promotion_case(x, y)", secret):
+            x, y = _case_inputs(c, mine(*_example(shape)), "promotion_case(x, y)")
+        case = _contract.Case("your case", "promotion", lambda x=x, y=y: (x.clone(), y.clone()))
+        report = contract_matrix(_promotion_op(variant), lambda a, b: 2.0 * a + b, _example(shape), cases=[case],
+                                 opcheck=False)
+        (result,) = report.results
+        c.that(not result.detail.startswith("skipped:"), "the reference 2.0 * x + y cannot run on your case"
+               + ("" if secret else f" ({result.detail.removeprefix('skipped: the reference ')})")
+               + ": give inputs torch can compute it on", PROMOTION_HINTS)
+        if variant == "correct":
+            c.that(result.passed, "your case fails a correct op" + ("" if secret else f": {result.detail}"),
+                   PROMOTION_HINTS)
+        else:
+            c.that(not result.passed, f"your case passes {label}" if not secret else
+                   f"your case passes the op of {label}, which has a planted bug", PROMOTION_HINTS)
