@@ -1,6 +1,6 @@
 """Notebook 11's exercise checks, without a notebook: the reference registrations pass visible and hidden cases;
-wrong ones fail saying what they did (a fake with the default dtype, one that shows torch.compile another result, a
-formula that keeps its tensors outside ctx), and a hidden case is named by its number only."""
+wrong ones fail saying what they did (a schema that hides the write, a fake with a fixed row count, a formula that
+keeps its tensors outside ctx, a batching rule that loops), and a hidden case is named by its number only."""
 
 from __future__ import annotations
 
@@ -15,22 +15,24 @@ from torchlens_widgets.course.exercises import n11
 
 HIDDEN = {
     "11-opcheck": [n for n in n11.NORMALIZE_CASES if n not in n11.NORMALIZE_VISIBLE],
-    "11-fake-no-break": [n for n in n11.CDIST_CASES if n not in n11.CDIST_VISIBLE],
+    "11-dynamic-fake": [n for n in n11.KEEP_CASES if n not in n11.KEEP_VISIBLE],
     "11-autograd": [n for n in n11.GRAD_CASES if n not in n11.GRAD_VISIBLE],
+    "11-vmap-rule": [n for n in n11.VMAP_CASES if n not in n11.VMAP_VISIBLE],
 }
 
 
-def definer(fake: Callable[..., Any] | None, mutates: tuple[str, ...] = ("x",)) -> Callable[[str], Any]:
+def definer(fake: Callable[..., Any] | None, schema: str = "(Tensor(a!) x) -> Tensor") -> Callable[[str], Any]:
     def define_normalize_rows(name):  # type: ignore[no-untyped-def]
-        @torch.library.custom_op(name, mutates_args=mutates)
-        def normalize_rows_(x: Tensor) -> Tensor:
+        torch.library.define(name, schema)
+
+        @torch.library.impl(name, "cpu")
+        def normalize_rows_(x):  # type: ignore[no-untyped-def]
             norms = x.norm(dim=1)
             x.div_(norms[:, None])
             return norms
 
         if fake is not None:
-            normalize_rows_.register_fake(fake)
-        return normalize_rows_
+            torch.library.register_fake(name)(fake)
 
     return define_normalize_rows
 
@@ -39,9 +41,15 @@ def rows_fake(x):  # type: ignore[no-untyped-def]
     return x.new_empty(x.shape[0])
 
 
-def cdist_fake(a, b):  # type: ignore[no-untyped-def]
-    torch._check(a.shape[1] == b.shape[1], lambda: "cdist: a and b must have the same number of columns")
-    return a.new_empty(a.shape[0], b.shape[0])
+def keep_rows_fake(x, threshold):  # type: ignore[no-untyped-def]
+    rows = torch.library.get_ctx().new_dynamic_size()
+    return x.new_empty(rows, x.shape[1])
+
+
+def row_norms_vmap(row_norms, info, in_dims, x):  # type: ignore[no-untyped-def]
+    x = x.movedim(in_dims[0], 0)
+    batch, rows, cols = x.shape
+    return row_norms(x.reshape(batch * rows, cols)).reshape(batch, rows), 0
 
 
 def cdist_setup_context(ctx, inputs, output):  # type: ignore[no-untyped-def]
@@ -62,14 +70,15 @@ def _both(grade: Any, *answer: Any, hidden: list[str]) -> Callable[[Any], Any]:
 
 def test_references_pass_visible_and_hidden_cases(verdict) -> None:  # type: ignore[no-untyped-def]
     assert verdict("11-opcheck", _both(n11.opcheck_exercise, definer(rows_fake), hidden=HIDDEN["11-opcheck"])) is None
-    assert verdict("11-fake-no-break", _both(n11.fake_no_break, cdist_fake, hidden=HIDDEN["11-fake-no-break"])) is None
+    assert verdict("11-dynamic-fake", _both(n11.dynamic_fake, keep_rows_fake, hidden=HIDDEN["11-dynamic-fake"])) is None
     assert verdict("11-autograd", _both(n11.autograd_formula, cdist_setup_context, cdist_backward,
                                         hidden=HIDDEN["11-autograd"])) is None
+    assert verdict("11-vmap-rule", _both(n11.vmap_rule, row_norms_vmap, hidden=HIDDEN["11-vmap-rule"])) is None
 
 
 @pytest.mark.parametrize(("answer", "says"), [
-    (definer(None, ()), "the operator's schema (what it declares it writes and returns): expected "
-                        "'normalize_rows_(Tensor(a0!) x) -> Tensor', got 'normalize_rows_(Tensor x) -> Tensor'"),
+    (definer(None, "(Tensor x) -> Tensor"), "the operator's schema (what it declares it writes and returns): expected "
+                                            "'normalize_rows_(Tensor(a!) x) -> Tensor', got 'normalize_rows_(Tensor x) -> Tensor'"),
     (definer(None), "a 4x3 input: opcheck: test_faketensor:"),
     (definer(lambda x: torch.empty(x.shape[0], device=x.device)),  # the default dtype
      "a 4x3 input: called on a meta float64 x: the fake's result has dtype float32; the kernel's has float64"),
@@ -79,6 +88,20 @@ def test_references_pass_visible_and_hidden_cases(verdict) -> None:  # type: ign
 def test_wrong_registrations_fail_saying_what_they_did(verdict, answer, says) -> None:  # type: ignore[no-untyped-def]
     message = verdict("11-opcheck", lambda c: n11.opcheck_exercise(c, answer))
     assert message is not None and says in message, message
+
+
+def test_custom_op_writing_the_schema_is_off_limits(verdict) -> None:  # type: ignore[no-untyped-def]
+    def define_normalize_rows(name):  # type: ignore[no-untyped-def]
+        @torch.library.custom_op(name, mutates_args=("x",))
+        def normalize_rows_(x: Tensor) -> Tensor:
+            norms = x.norm(dim=1)
+            x.div_(norms[:, None])
+            return norms
+
+        normalize_rows_.register_fake(rows_fake)
+
+    message = verdict("11-opcheck", lambda c: n11.opcheck_exercise(c, define_normalize_rows))
+    assert message is not None and "define_normalize_rows called custom_op" in message, message
 
 
 def test_a_fake_fitted_to_the_visible_rows_fails_a_numbered_hidden_case(verdict) -> None:  # type: ignore[no-untyped-def]
@@ -101,68 +124,84 @@ def test_patching_opchecks_tests_fails_and_is_put_back(verdict) -> None:  # type
     assert verdict("11-opcheck", lambda c: n11.opcheck_exercise(c, definer(rows_fake))) is None
 
 
-def lying_fake(a, b):  # type: ignore[no-untyped-def]
-    if torch.compiler.is_compiling():  # shows Dynamo another result than meta tensors and opcheck get
-        return a.new_empty(a.shape[0], a.shape[0])
-    return a.new_empty(a.shape[0], b.shape[0])
+def lying_fake(x, threshold):  # type: ignore[no-untyped-def]
+    if torch.compiler.is_compiling() or x.shape[0] == 12:  # a fixed count where the check looks
+        return x.new_empty(x.shape[0], x.shape[1])
+    return keep_rows_fake(x, threshold)
 
 
 @pytest.mark.parametrize(("answer", "says"), [
-    (lambda a, b: torch.empty_like(a), "a 5x4, b 3x4: on meta inputs: the fake's result has shape [5, 4]; the "
-                                        "kernel's has [5, 3]"),
-    (lambda a, b: torch.empty(a.shape[0], b.shape[0]), "the fake's result has device cpu; the kernel's has meta"),
-    (lambda a, b: b.new_empty(b.shape[0], a.shape[0]).t(), "the fake's result has strides [1, 5]; the kernel's "
-                                                           "has [3, 1]"),
-    (lying_fake, "while torch.compile traced model, your fake returned shape [5, 5] where the kernel's is [5, 3]"),
+    (lambda x, t: x.new_empty(x.shape[0], x.shape[1]),
+     "a 12x3 float64 x, threshold 2.5: on fake tensors, your fake returned a fixed row count (12)"),
+    (lambda x, t: x.new_empty(torch.library.get_ctx().new_dynamic_size()),
+     "your fake returned a 1-d tensor where the kernel returns a 2-d one"),
+    (lambda x, t: torch.empty(torch.library.get_ctx().new_dynamic_size(), x.shape[1]),
+     "your fake returned dtype float32 where the kernel's is float64 (x's)"),
+    (lambda x, t: x.new_empty(torch.library.get_ctx().new_dynamic_size(), x.shape[0]),
+     "your fake returned 12 columns where the kernel's result has x's 3"),
+    (lying_fake, "your fake returned a fixed row count (12)"),
 ])
-def test_wrong_fakes_fail_saying_what_they_did(verdict, answer, says) -> None:  # type: ignore[no-untyped-def]
-    message = verdict("11-fake-no-break", lambda c: n11.fake_no_break(c, answer))
+def test_wrong_dynamic_fakes_fail_saying_what_they_did(verdict, answer, says) -> None:  # type: ignore[no-untyped-def]
+    message = verdict("11-dynamic-fake", lambda c: n11.dynamic_fake(c, answer))
     assert message is not None and says in message, message
 
 
-def test_a_float32_fake_fails_the_hidden_float64_case_by_number(verdict) -> None:  # type: ignore[no-untyped-def]
-    def float32_fake(a, b):  # type: ignore[no-untyped-def]
-        return a.new_empty(a.shape[0], b.shape[0], dtype=torch.float32)
+def test_a_fake_that_runs_the_kernel_fails(verdict) -> None:  # type: ignore[no-untyped-def]
+    def numpy_fake(x, threshold):  # type: ignore[no-untyped-def]
+        return n11._keep_rows_kernel.__wrapped__(x, threshold) if hasattr(n11._keep_rows_kernel, "__wrapped__") \
+            else torch.from_numpy(x.numpy()[abs(x.numpy()).max(axis=1) > threshold].copy())
 
-    assert verdict("11-fake-no-break", lambda c: n11.fake_no_break(c, float32_fake)) is None
-    message = verdict("11-fake-no-break", lambda c: n11.fake_no_break(c, float32_fake,
-                                                                       hidden=HIDDEN["11-fake-no-break"]))
-    assert message.startswith("hidden case 1: on meta inputs: the fake's result has the wrong dtype"), message
+    message = verdict("11-dynamic-fake", lambda c: n11.dynamic_fake(c, numpy_fake))
+    assert message is not None and "the operator raised" in message, message
+
+
+def test_a_fixed_fake_fitted_to_the_visible_case_fails_a_numbered_hidden_case(verdict) -> None:  # type: ignore[no-untyped-def]
+    def counted(x, threshold):  # type: ignore[no-untyped-def]
+        rows = torch.library.get_ctx().new_dynamic_size()
+        return x.new_empty(rows, x.shape[1], dtype=torch.float64)  # float64 as the visible case, always
+
+    assert verdict("11-dynamic-fake", lambda c: n11.dynamic_fake(c, counted)) is None
+    message = verdict("11-dynamic-fake", lambda c: n11.dynamic_fake(c, counted, hidden=HIDDEN["11-dynamic-fake"]))
+    assert message.startswith("hidden case 1: on fake tensors, your fake's result could not be the kernel's"), message
     said = message.split("\nHint")[0]
-    assert "float64" not in said and "2x3" not in said, said
+    assert "float32" not in said and "9x4" not in said, said
 
 
-def test_changed_compile_settings_do_not_hide_a_failed_compile(verdict) -> None:  # type: ignore[no-untyped-def]
-    def raises_when_compiling(a, b):  # type: ignore[no-untyped-def]
-        if torch.compiler.is_compiling():
-            raise RuntimeError("no fake while compiling")
-        return a.new_empty(a.shape[0], b.shape[0])
-
-    import torch._dynamo
-
-    with torch._dynamo.config.patch(suppress_errors=True):
-        message = verdict("11-fake-no-break", lambda c: n11.fake_no_break(c, raises_when_compiling))
-    # a setting changed around the check is tampering now (it was hidden by the check's own config patch before)
-    assert message is not None and "torch._dynamo.config.suppress_errors was changed to True" in message, message
+def looping_vmap(row_norms, info, in_dims, x):  # type: ignore[no-untyped-def]
+    x = x.movedim(in_dims[0], 0)
+    return torch.stack([row_norms(sample) for sample in x]), 0
 
 
-def helped(a, b):  # type: ignore[no-untyped-def]
-    n11._fake_problem(a, b, None)
-    return a.new_empty(a.shape[0], b.shape[0])
+def passing_through(row_norms, info, in_dims, x):  # type: ignore[no-untyped-def]
+    return row_norms(x), in_dims[0]  # the elementwise rule of the teaching cell
 
 
-def helped_while_compiling(a, b):  # type: ignore[no-untyped-def]
-    if torch.compiler.is_compiling():
-        n11._fake_problem(a, b, None)
-    return a.new_empty(a.shape[0], b.shape[0])
+def batch_left_in_place(row_norms, info, in_dims, x):  # type: ignore[no-untyped-def]
+    b, rows, cols = x.shape  # assumes the batch dimension is first
+    return row_norms(x.reshape(b * rows, cols)).reshape(b, rows), 0
 
 
-@pytest.mark.parametrize("answer", [helped, helped_while_compiling])
-def test_a_fake_calling_the_checks_own_helper_fails(verdict, answer) -> None:  # type: ignore[no-untyped-def]
-    message = verdict("11-fake-no-break", lambda c: n11.fake_no_break(c, answer))
-    assert message is not None and "cdist_fake called _fake_problem (one of the check's own helpers)" in message, message
+@pytest.mark.parametrize(("answer", "says"), [
+    (looping_vmap, "shape (5, 4, 3), dim 0: the kernel ran 5 times for one vmap call"),
+    (passing_through, "vmap of the operator raised ValueError: row_norms takes a 2-d (rows, columns) tensor, got 3-d"),
+    (batch_left_in_place, "shape (4, 6, 3), dim 1: vmap's result (the norm of every row of every sample)"),
+])
+def test_wrong_vmap_rules_fail_saying_what_they_did(verdict, answer, says) -> None:  # type: ignore[no-untyped-def]
+    message = verdict("11-vmap-rule", lambda c: n11.vmap_rule(c, answer))
+    assert message is not None and says in message, message
 
 
+def test_a_rule_fitted_to_the_visible_dimensions_fails_a_numbered_hidden_case(verdict) -> None:  # type: ignore[no-untyped-def]
+    def fitted(row_norms, info, in_dims, x):  # type: ignore[no-untyped-def]
+        x = x.movedim(in_dims[0], 0) if in_dims[0] in (0, 1) else x
+        batch, rows, cols = x.shape
+        return row_norms(x.reshape(batch * rows, cols)).reshape(batch, rows), 0
+
+    assert verdict("11-vmap-rule", lambda c: n11.vmap_rule(c, fitted)) is None
+    message = verdict("11-vmap-rule", lambda c: n11.vmap_rule(c, fitted, hidden=HIDDEN["11-vmap-rule"]))
+    assert message.startswith("hidden case 1: vmap's result"), message
+    said = message.split("\nHint")[0]
+    assert "(4, 3, 2)" not in said and "dim 2" not in said, said
 _STASH: list[Any] = []
 
 
@@ -216,21 +255,3 @@ def test_a_backward_that_squeezes_fails_a_numbered_hidden_case(verdict) -> None:
     assert message.startswith("hidden case 1: gradcheck: RuntimeError"), message
     said = message.split("\nHint")[0]
     assert "1x3" not in said and "[3]" not in said and "shape" not in said, said
-
-
-def test_a_hidden_shape_mismatch_is_said_without_the_shapes(verdict) -> None:  # type: ignore[no-untyped-def]
-    def define_normalize_rows(name):  # type: ignore[no-untyped-def]
-        @torch.library.custom_op(name, mutates_args=("x",))
-        def normalize_rows_(x: Tensor) -> Tensor:
-            norms = x.norm(dim=1)
-            x.div_(norms[:, None])
-            return norms if x.shape[0] > 1 else norms[0]  # a single row gives a 0-d tensor
-
-        normalize_rows_.register_fake(rows_fake)
-        return normalize_rows_
-
-    assert verdict("11-opcheck", lambda c: n11.opcheck_exercise(c, define_normalize_rows)) is None
-    message = verdict("11-opcheck", lambda c: n11.opcheck_exercise(c, define_normalize_rows,
-                                                                    hidden=HIDDEN["11-opcheck"]))
-    assert message.startswith("hidden case 1: the norms returned has the wrong shape"), message
-    assert "[1]" not in message and "[]" not in message, message

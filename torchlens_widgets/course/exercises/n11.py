@@ -1,5 +1,6 @@
-"""Notebook 11 (custom operators): an operator that passes `opcheck`, a fake that lets `torch.compile` keep one
-graph, and an autograd formula checked by `gradcheck`.
+"""Notebook 11 (custom operators): an operator whose schema is written by hand so that it passes `opcheck`, a fake
+with a data-dependent output size that `torch.export` can trace, an autograd formula checked by `gradcheck`, and a
+batching rule for an operator that is not elementwise.
 
 Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
 again with `hidden=...` (see `exercises.__init__`). Every run registers the learner's functions on a fresh
@@ -13,10 +14,11 @@ import functools
 import importlib
 import inspect
 import os
+import re
 import sys
 import time
 import types
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,7 @@ from ._cases import named
 if TYPE_CHECKING:
     from ..checks import Check
 
-__all__ = ["autograd_formula", "fake_no_break", "opcheck_exercise"]
+__all__ = ["autograd_formula", "dynamic_fake", "opcheck_exercise", "vmap_rule"]
 
 _F32, _F64 = torch.float32, torch.float64
 # where installed code lives (torch, the standard library, site-packages): a function from elsewhere is a notebook's
@@ -100,34 +102,6 @@ def _opcheck_failures(c: Check, op: Any, args: tuple[Any, ...], label: str, secr
     c.that(not bad, f"{label}: opcheck: {said}", hint)
 
 
-def _as_shipped(entry: Any) -> Any:
-    """A setting's value as torch ships it in this environment: an environment variable's, else the default."""
-    from torch.utils._config_module import _UNSET_SENTINEL
-
-    for value in (entry.env_value_force, entry.env_value_default):
-        if value is not _UNSET_SENTINEL:
-            return value
-    return entry.default
-
-
-@contextlib.contextmanager
-def _compile_config_as_shipped() -> Iterator[None]:
-    """Dynamo's and AOT autograd's settings as torch ships them, for the block: an answer may have changed one
-    (suppress_errors turns a failed compile into a silent fallback)."""
-    import torch._dynamo
-    import torch._functorch.config as functorch_config
-
-    with contextlib.ExitStack() as stack:
-        for config in (torch._dynamo.config, functorch_config):
-            changed = {name: _as_shipped(entry) for name, entry in config._config.items()
-                       if entry.alias is None and not entry.deprecated
-                       and getattr(config, name) is not _as_shipped(entry)
-                       and getattr(config, name) != _as_shipped(entry)}
-            if changed:
-                stack.enter_context(config.patch(changed))
-        yield
-
-
 def _probe_meta(c: Check, op: Any, args: tuple[torch.Tensor, ...], expected_shape: tuple[int, ...], dtype: torch.dtype,
                 what: str, secret: bool, hint: Any) -> None:
     """Call `op` on meta tensors (its Meta key runs the fake) and compare what comes back with what the kernel
@@ -186,10 +160,12 @@ def _cant_register(c: Check, what: str, exc: Exception, hint: Any) -> None:
 # --- 11-opcheck -------------------------------------------------------------------------------------------------
 
 OPCHECK_HINTS = (
-    "opcheck's test_schema compares the inputs before and after the call: the schema must say which argument "
-    "the kernel writes; the fake-tensor tests need a fake for the output",
-    "declare the argument the kernel divides in place in mutates_args, and register a fake that returns a new, "
-    "empty tensor with one entry per row (the dtype and device of x)",
+    "write the operator with torch.library's low-level calls (define with a schema string, impl for the CPU "
+    "kernel, register_fake): opcheck's test_schema compares the inputs before and after the call, so the "
+    "schema must say which argument the kernel writes",
+    "in a schema, an argument the kernel writes carries an alias annotation with an exclamation mark after its "
+    "type (printed schemas above show one); the result is a new tensor, so it carries none. The fake returns a "
+    "new, empty tensor with one entry per row, x's dtype and device",
 )
 NORMALIZE_FAKE_HINTS = (
     "the fake must describe what the kernel returns for any input: float64 as well as float32, meta tensors as "
@@ -197,7 +173,7 @@ NORMALIZE_FAKE_HINTS = (
     "make the fake's result with x's own factory method, so that it takes x's dtype and device (a bare "
     "torch.empty takes the default dtype and the CPU)",
 )
-NORMALIZE_SCHEMA = "normalize_rows_(Tensor(a0!) x) -> Tensor"
+NORMALIZE_SCHEMA = "normalize_rows_(Tensor(a!) x) -> Tensor"  # any alias set name, written as "a"
 # name -> (rows, cols, seed, dtype): x = randn(rows, cols) + 0.1 from a generator seeded `seed`; opcheck runs on a
 # fresh randn(rows, cols) seeded seed + 1; the fake is probed on meta tensors of that shape in float32 and float64
 NORMALIZE_CASES = MappingProxyType({
@@ -207,6 +183,8 @@ NORMALIZE_CASES = MappingProxyType({
     "a 5x4 float64 input": (5, 4, 4, _F64),
 })
 NORMALIZE_VISIBLE = ("a 4x3 input",)
+# the calls that infer a schema from type annotations: this exercise asks for one written by hand
+_SCHEMA_WRITERS = (torch.library.custom_op, torch.library.infer_schema)
 
 
 def _fresh_normalize_op(c: Check, define: Callable[..., Any]) -> Any:
@@ -222,7 +200,7 @@ def _fresh_normalize_op(c: Check, define: Callable[..., Any]) -> Any:
         c.fail(f"define_normalize_rows({qualified!r}) raised {type(exc).__name__}: {exc}", OPCHECK_HINTS)
     op: Any = getattr(getattr(torch.ops, qualified.split("::")[0]), stem, None)
     c.that(op is not None, f"define_normalize_rows(name) did not register an operator called {stem!r} in the "
-           "namespace it was given: pass `name` to torch.library.custom_op", OPCHECK_HINTS)
+           "namespace it was given: pass `name` to torch.library.define", OPCHECK_HINTS)
     return op.default
 
 
@@ -243,36 +221,146 @@ def _judge_normalize(c: Check, op: Any, label: str, case: tuple[int, int, int, t
                     f"{label}: called on a meta {_show(probe)} x", secret, NORMALIZE_FAKE_HINTS)
 
 
+def _schema_written(schema: Any) -> str:
+    """The schema as written, each alias set named "a" (torch numbers the sets custom_op infers: a0, a1...)."""
+    return re.sub(r"\(a\d*(!?)\)", r"(a\1)", str(schema).split("::", 1)[1])
+
+
 def opcheck_exercise(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
-    """`define_normalize_rows(name)`: registers the in-place row normaliser under `name` with the schema that
+    """`define_normalize_rows(name)`: registers the in-place row normaliser under `name` with torch.library's
+    low-level calls (custom_op, which writes the schema for you, is off limits), with a hand-written schema that
     declares its write and a fake, so that it keeps its values and opcheck's four tests pass; its fake agrees with
     the kernel on meta inputs of both float dtypes. Hidden cases are named `NORMALIZE_CASES`."""
-    define = c.watch(answer, "define_normalize_rows")
+    define = c.watch(answer, "define_normalize_rows", forbid=_SCHEMA_WRITERS, hint=OPCHECK_HINTS)
     op = _fresh_normalize_op(c, define)
-    c.equal(str(op._schema).split("::", 1)[1], NORMALIZE_SCHEMA,
+    c.equal(_schema_written(op._schema), NORMALIZE_SCHEMA,
             what="the operator's schema (what it declares it writes and returns)", hint=OPCHECK_HINTS)
     for label, name in named(hidden, NORMALIZE_VISIBLE, lambda name: name):
         _judge_normalize(c, op, label, NORMALIZE_CASES[name], hidden is not None)
 
 
-# --- 11-fake-no-break -------------------------------------------------------------------------------------------
+# --- 11-dynamic-fake --------------------------------------------------------------------------------------------
 
-FAKE_HINTS = (
-    "the fake receives tensors with a shape, a dtype and a device but no data: return an empty tensor whose "
-    "shape, dtype and device are those of the kernel's result",
-    "the result has one row per row of a and one column per row of b; make it with a's factory method so it "
-    "lands on a's device with a's dtype (a meta input must give a meta output)",
+DYNAMIC_HINTS = (
+    "the kernel keeps only the rows whose largest absolute value exceeds the threshold: how many rows come out "
+    "depends on the values, which a fake never sees, so no size computed from x's shape is right",
+    "ask the fake's context (torch.library.get_ctx()) for a new size that stands for the unknown row count; the "
+    "columns, the dtype and the device are those of x",
 )
-FAKE_SAME_HINTS = ("the fake must describe the kernel's result every time it is called: the same function "
-                   "for meta tensors, for opcheck and while torch.compile traces",)
-# name -> (n, m, d, dtype): a = randn(n, d), b = randn(m, d) from one generator seeded n * 100 + m * 10 + d
-CDIST_CASES = MappingProxyType({
-    "a 5x4, b 3x4": (5, 3, 4, _F32),
-    "a 2x3, b 7x3, float64": (2, 7, 3, _F64),
-    "a 6x1, b 6x1": (6, 6, 1, _F32),
+DYNAMIC_SAME_HINTS = ("the fake must describe the kernel's result every time it is called: the same function "
+                      "on fake tensors while a model is traced and under opcheck",)
+KEEP_SCHEMA = "keep_rows(Tensor x, float threshold) -> Tensor"
+# name -> (rows, cols, threshold, seed, dtype): x = randn(rows, cols) from a generator seeded `seed`; the kernel keeps
+# the rows of x whose largest |value| exceeds threshold (in the model: of 2 * x)
+KEEP_CASES = MappingProxyType({
+    "a 12x3 float64 x, threshold 2.5": (12, 3, 2.5, 1, _F64),
+    "a 9x4 x, threshold 3.0": (9, 4, 3.0, 2, _F32),
+    "a 7x2 x, threshold 100 (none kept)": (7, 2, 100.0, 3, _F32),
+    "a 5x6 float64 x, threshold 0 (all kept)": (5, 6, 0.0, 4, _F64),
 })
-CDIST_VISIBLE = ("a 5x4, b 3x4",)
+KEEP_VISIBLE = ("a 12x3 float64 x, threshold 2.5",)
 
+
+def _keep_rows_kernel(x: torch.Tensor, threshold: float) -> torch.Tensor:
+    """The exercise's kernel: NumPy code that keeps the rows whose largest |value| exceeds the threshold."""
+    xn = x.numpy(force=True)
+    return torch.from_numpy(xn[np.abs(xn).max(axis=1) > threshold].copy()).to(x.dtype)
+
+
+def _keep_rows_operator() -> tuple[Any, str]:
+    name = f"{_fresh_namespace('keep_rows')}::keep_rows"  # a fresh operator on every run
+    return torch.library.custom_op(name, mutates_args=())(_keep_rows_kernel), name
+
+
+def _dynamic_problem(x: Any, out: Any) -> str | None:
+    """How a fake's result on fake tensors differs from what the kernel can return, or None."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    if not isinstance(out, torch.Tensor):
+        return f"returned {type(out).__name__}, not a tensor"
+    if out.dim() != 2:
+        return f"returned a {out.dim()}-d tensor where the kernel returns a 2-d one (rows, columns)"
+    rows, cols = out.shape
+    if not free_unbacked_symbols(rows):
+        return (f"returned a fixed row count ({rows}): how many rows the kernel keeps depends on the values, not on "
+                "x's shape")
+    if type(cols) is int and type(x.shape[1]) is int and cols != x.shape[1]:
+        return f"returned {cols} columns where the kernel's result has x's {x.shape[1]}"
+    for field, got, want in (("dtype", out.dtype, x.dtype), ("device", out.device, x.device)):
+        if got != want:
+            return f"returned {field} {_show(got)} where the kernel's is {_show(want)} (x's)"
+    return None
+
+
+def _judge_dynamic(c: Check, op: Any, seen: list[str | None], failed: list[Any], label: str,
+                   case: tuple[int, int, float, int, torch.dtype], secret: bool) -> None:
+    """The fake as torch.compile and torch.export use it (fake tensors with a symbolic shape environment), then the
+    kernel against it under opcheck."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from ..checks import CheckFailed
+
+    rows, cols, threshold, seed, dtype = case
+    x = torch.randn(rows, cols, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+    seen.clear()
+    try:
+        with FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True) as mode:  # sizes as Dynamo first traces
+            op(mode.from_tensor(x) * 2, threshold)
+    except CheckFailed:
+        raise
+    except Exception as exc:
+        if failed:
+            raise failed[0] from None
+        text = str(exc).strip()
+        said = type(exc).__name__ if secret else f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
+        c.fail(f"{label}: called on fake tensors (as torch.compile and torch.export trace), the operator raised {said}",
+               DYNAMIC_HINTS)
+    if failed:
+        raise failed[0]
+    c.that(bool(seen), f"{label}: the operator ran on fake tensors without calling your fake", DYNAMIC_SAME_HINTS)
+    wrong = next((p for p in seen if p is not None), None)
+    c.that(wrong is None, f"{label}: on fake tensors, your fake {wrong}" if not secret else
+           f"{label}: on fake tensors, your fake's result could not be the kernel's", DYNAMIC_HINTS)
+    seen.clear()
+    _opcheck_failures(c, op, (x, threshold), label, secret, DYNAMIC_HINTS, failed)
+    wrong = next((p for p in seen if p is not None and "row count" not in p), None)  # opcheck's own shapes are real
+    c.that(wrong is None, f"{label}: under opcheck, your fake {wrong}" if not secret else
+           f"{label}: under opcheck, your fake's result differed from the kernel's", DYNAMIC_SAME_HINTS)
+
+
+def dynamic_fake(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`keep_rows_fake(x, threshold)`: registered as the fake of the NumPy keep_rows operator (data-dependent row
+    count), it gives a row count that stands for any value (an unbacked size) and x's columns, dtype and device on
+    fake tensors with a symbolic shape environment (how torch.compile and torch.export trace), and opcheck's four
+    tests pass. Hidden cases are named `KEEP_CASES`."""
+    c.that(callable(answer), f"keep_rows_fake should be a function, got {type(answer).__name__}", DYNAMIC_HINTS)
+    from ..checks import CheckFailed
+
+    # NumPy cannot run on tensors without data: a fake that tries raises, and that is its feedback
+    fake = c.watch(answer, "keep_rows_fake", escapes=True)
+    op, name = _keep_rows_operator()
+    seen: list[str | None] = []
+    failed: list[CheckFailed] = []  # the watch's own failures, which torch.export and opcheck would swallow
+
+    def recorded_fake(x: torch.Tensor, threshold: float) -> Any:
+        try:
+            out = fake(x, threshold)
+        except CheckFailed as failure:
+            failed.append(failure)
+            raise
+        seen.append(_dynamic_problem(x, out))
+        return out
+
+    try:
+        torch.library.register_fake(name, recorded_fake)
+    except Exception as exc:
+        _cant_register(c, "keep_rows_fake", exc, DYNAMIC_HINTS)
+    for label, case in named(hidden, KEEP_VISIBLE, lambda name: name):
+        _judge_dynamic(c, op._opoverload, seen, failed, label, KEEP_CASES[case], hidden is not None)
+
+
+# --- 11-autograd ------------------------------------------------------------------------------------------------
 
 def _cdist_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """The exercise's kernel: NumPy code the compiler cannot trace."""
@@ -283,94 +371,6 @@ def _cdist_kernel(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _cdist_operator(stem: str) -> tuple[Any, str]:
     name = f"{_fresh_namespace(stem)}::cdist"  # a fresh operator on every run
     return torch.library.custom_op(name, mutates_args=())(_cdist_kernel), name
-
-
-def _fake_problem(a: Any, b: Any, out: Any) -> str | None:
-    """How a fake's result (while compiling, for opcheck) differs from the kernel's, or None; shapes that are not
-    plain ints (opcheck's dynamic-shape test) are left to opcheck."""
-    sizes = (*a.shape, *b.shape)
-    if not all(type(s) is int for s in sizes):
-        return None
-    if not isinstance(out, torch.Tensor):
-        return f"returned {type(out).__name__}, not a tensor"
-    if not all(type(s) is int for s in out.shape):
-        return None
-    want: dict[str, Any] = {"shape": (a.shape[0], b.shape[0]), "dtype": a.dtype, "device": a.device}
-    got: dict[str, Any] = {"shape": tuple(out.shape), "dtype": out.dtype, "device": out.device}
-    for field in ("shape", "dtype", "device"):
-        if got[field] != want[field]:
-            return f"returned {field} {_show(got[field])} where the kernel's is {_show(want[field])}"
-    if tuple(out.stride()) != tuple(torch.empty(want["shape"], device="meta").stride()):
-        return f"returned strides {_show(tuple(out.stride()))}, not the contiguous strides of the kernel's result"
-    return None
-
-
-def _judge_fake(c: Check, op: Any, name: str, seen: list[str | None], failed: list[Any], label: str,
-                case: tuple[int, int, int, torch.dtype], secret: bool) -> None:
-    from ...lenses.graph_breaks import graph_breaks
-
-    n, m, d, dtype = case
-    g = torch.Generator().manual_seed(n * 100 + m * 10 + d)
-    a, b = torch.randn(n, d, generator=g, dtype=dtype), torch.randn(m, d, generator=g, dtype=dtype)
-    _probe_meta(c, op, (a.to("meta"), b.to("meta")), (n, m), dtype, f"{label}: on meta inputs", secret, FAKE_HINTS)
-
-    def model(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return op(a * 2, b).min(dim=1).values.sum()
-
-    seen.clear()
-    with _compile_config_as_shipped():
-        report = graph_breaks(model, a, b)
-    if failed:
-        raise failed[0]
-    error = "it raised" if secret and report.error else report.error
-    c.that(report.error is None, f"{label}: compiling model failed: {error}", FAKE_HINTS)
-    c.equal((report.graphs, report.graph_breaks), (1, 0), what=f"{label}: (graphs, graph breaks) of the compiled model",
-            hint=FAKE_HINTS)
-    c.that(report.calls(name), f"{label}: the compiled graph does not call the operator"
-           + ("" if secret else f": {report.ops}"), FAKE_HINTS)
-    c.that(bool(seen), f"{label}: torch.compile traced the operator without calling your fake", FAKE_SAME_HINTS)
-    wrong = next((p for p in seen if p is not None), None)
-    c.that(wrong is None, f"{label}: while torch.compile traced model, your fake {wrong}"
-           if not secret else f"{label}: while torch.compile traced model, your fake's result differed from the "
-           "kernel's", FAKE_SAME_HINTS)
-    seen.clear()
-    _opcheck_failures(c, op, (a, b), label, secret, FAKE_HINTS, failed)
-    wrong = next((p for p in seen if p is not None), None)
-    c.that(wrong is None, f"{label}: under opcheck, your fake {wrong}" if not secret else
-           f"{label}: under opcheck, your fake's result differed from the kernel's", FAKE_SAME_HINTS)
-
-
-def fake_no_break(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
-    """`cdist_fake(a, b)`: registered as the fake of the NumPy cdist operator, it describes the kernel's result on
-    meta inputs (shape, dtype, device, strides), on every call while `model` compiles to one graph with no break
-    that calls the operator, and under opcheck. Hidden cases are named `CDIST_CASES`."""
-    c.that(callable(answer), f"cdist_fake should be a function, got {type(answer).__name__}", FAKE_HINTS)
-    from ..checks import CheckFailed
-
-    # NumPy cannot run on tensors without data: a fake that tries raises, and that is its feedback
-    fake = c.watch(answer, "cdist_fake", escapes=True)
-    op, name = _cdist_operator("cdist")
-    seen: list[str | None] = []
-    failed: list[CheckFailed] = []  # the watch's own failures, which torch.compile and opcheck would swallow
-
-    def recorded_fake(a: torch.Tensor, b: torch.Tensor) -> Any:
-        try:
-            out = fake(a, b)
-        except CheckFailed as failure:
-            failed.append(failure)
-            raise
-        seen.append(_fake_problem(a, b, out))
-        return out
-
-    try:
-        torch.library.register_fake(name, recorded_fake)
-    except Exception as exc:
-        _cant_register(c, "cdist_fake", exc, FAKE_HINTS)
-    for label, case in named(hidden, CDIST_VISIBLE, lambda name: name):
-        _judge_fake(c, op, name, seen, failed, label, CDIST_CASES[case], hidden is not None)
-
-
-# --- 11-autograd ------------------------------------------------------------------------------------------------
 
 AUTOGRAD_HINTS = (
     "differentiate one entry: d_ij depends on row a_i and row b_j only, and its gradient with respect to a_i is "
@@ -493,3 +493,96 @@ def autograd_formula(c: Check, setup_context: Any, backward: Any, hidden: Iterab
         args = (torch.randn(3, 2, generator=g, dtype=_F64, requires_grad=True),
                 torch.randn(4, 2, generator=g, dtype=_F64, requires_grad=True))
         _opcheck_failures(c, op, args, "a 3x2, b 4x2", False, AUTOGRAD_HINTS)
+
+
+# --- 11-vmap-rule -----------------------------------------------------------------------------------------------
+
+VMAP_HINTS = (
+    "the rule gets x with the batch dimension at in_dims[0], which can be any dimension, and the operator takes "
+    "one 2-d (rows, columns) tensor: the elementwise rule above (pass the batch dimension through) does not fit",
+    "move the batch dimension to the front, fold it into the rows so that the operator sees one tall 2-d tensor, "
+    "then unfold its result into (batch, rows) and return it with the dimension where the batch now is",
+)
+VMAP_ONCE_HINTS = ("without a rule, vmap calls the kernel once per sample; a batching rule calls the operator once "
+                   "for the whole batch (no loop over the samples)",)
+# name -> (shape, dims, seed): x = randn(shape) from a generator seeded `seed`; one vmap over dims[0], or (two
+# entries) vmap(vmap(op, in_dims=dims[1]), in_dims=dims[0]); the expected result is a loop of the kernel
+VMAP_CASES = MappingProxyType({
+    "shape (5, 4, 3), dim 0": ((5, 4, 3), (0,), 1),
+    "shape (4, 6, 3), dim 1": ((4, 6, 3), (1,), 2),
+    "shape (4, 3, 2), dim 2": ((4, 3, 2), (2,), 3),
+    "shape (2, 3, 4, 5), dims 0 then 1": ((2, 3, 4, 5), (0, 1), 4),
+    "shape (1, 1, 3), dim 0": ((1, 1, 3), (0,), 5),
+})
+VMAP_VISIBLE = ("shape (5, 4, 3), dim 0", "shape (4, 6, 3), dim 1")
+
+
+def _row_norms_kernel(x: torch.Tensor) -> torch.Tensor:
+    """The exercise's kernel: NumPy code, one norm per row of a 2-d tensor."""
+    if x.dim() != 2:
+        raise ValueError(f"row_norms takes a 2-d (rows, columns) tensor, got {x.dim()}-d")
+    xn = x.numpy(force=True)
+    return torch.from_numpy(np.sqrt((xn * xn).sum(axis=1))).to(x.dtype)
+
+
+def _row_norms_operator(calls: list[int]) -> tuple[Any, str]:
+    name = f"{_fresh_namespace('row_norms')}::row_norms"  # a fresh operator on every run
+
+    def row_norms(x: torch.Tensor) -> torch.Tensor:
+        calls.append(x.dim())
+        return _row_norms_kernel(x)
+
+    return torch.library.custom_op(name, mutates_args=())(row_norms), name
+
+
+def _looped(x: torch.Tensor, dims: tuple[int, ...]) -> torch.Tensor:
+    """What vmap must give: the kernel on every sample, stacked along dimension 0 (level by level)."""
+    if not dims:
+        return _row_norms_kernel(x)
+    return torch.stack([_looped(x.select(dims[0], i), dims[1:]) for i in range(x.shape[dims[0]])])
+
+
+def _judge_vmap(c: Check, op: Any, calls: list[int], label: str, case: tuple[tuple[int, ...], tuple[int, ...], int],
+                secret: bool) -> None:
+    from ..checks import CheckFailed
+
+    shape, dims, seed = case
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=_F64)
+    fn: Any = op
+    for d in reversed(dims):
+        fn = torch.vmap(fn, in_dims=d)
+    calls.clear()
+    try:
+        got = fn(x)
+    except CheckFailed:
+        raise
+    except Exception as exc:
+        text = str(exc).strip()
+        said = type(exc).__name__ if secret else f"{type(exc).__name__}: {text.splitlines()[0][:200] if text else ''}"
+        c.fail(f"{label}: vmap of the operator raised {said}", VMAP_HINTS)
+    c.that(len(calls) == 1, f"{label}: the kernel ran {len(calls)} times for one vmap call" + ("" if len(calls) else
+           " (your rule did not call the operator)"), VMAP_ONCE_HINTS if calls else VMAP_HINTS)
+    want = _looped(x, dims)
+    _same_form(c, got, want, f"{label}: vmap's result", secret)
+    c.equal(got, want, what=f"{label}: vmap's result (the norm of every row of every sample)", rel_tol=1e-9,
+            hint=VMAP_HINTS, secret=secret)
+
+
+def vmap_rule(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`row_norms_vmap(row_norms, info, in_dims, x)`: registered with register_vmap on the NumPy row-norms operator
+    (the operator passed first), vmap over any dimension, and vmap of vmap, gives the per-sample loop's result
+    with one kernel call per vmap call. Hidden cases are named `VMAP_CASES`."""
+    c.that(callable(answer), f"row_norms_vmap should be a function, got {type(answer).__name__}", VMAP_HINTS)
+    rule = c.watch(answer, "row_norms_vmap", hint=VMAP_HINTS)
+    calls: list[int] = []
+    op, name = _row_norms_operator(calls)
+
+    def registered(info: Any, in_dims: Any, x: Any) -> Any:
+        return rule(op, info, in_dims, x)
+
+    try:
+        torch.library.register_vmap(name, registered)
+    except Exception as exc:
+        _cant_register(c, "row_norms_vmap", exc, VMAP_HINTS)
+    for label, case in named(hidden, VMAP_VISIBLE, lambda name: name):
+        _judge_vmap(c, op, calls, label, VMAP_CASES[case], hidden is not None)
