@@ -3,6 +3,7 @@ must fail its check for the reason in `expect`."""
 
 from __future__ import annotations
 
+from tests.course.exercises.test_n09 import PMAX, RELU
 from tests.course.wrong_answers import Wrong
 
 
@@ -32,24 +33,10 @@ def _pmax(body: str, prelude: str = "#include <cmath>\n#include <limits>") -> st
     return f'MAX_SOURCE = r"""\n{prelude}\nat::Tensor all_max(const at::Tensor& x) {{\n{body}\n}}\n"""\n'
 
 
-# the odometer walk of the reference: reads element `index` of x at `at`, writes out[k]
-_STRIDED = """
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  const float* in = x.const_data_ptr<float>();
-  float* o = out.mutable_data_ptr<float>();
-  const int64_t dims = x.dim(), n = x.numel();
-  std::vector<int64_t> index(dims, 0);
-  int64_t at = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    const float v = in[at];
-    o[k] = v < 0.f ? 0.f : v;
-    for (int64_t d = dims - 1; d >= 0; --d) {
-      if (++index[d] < x.size(d)) { at += x.stride(d); break; }
-      at -= (x.size(d) - 1) * x.stride(d);
-      index[d] = 0;
-    }
-  }
-  return out;"""
+# the reference's bodies, from the in-process tests: the odometer walk (reads element `index` of x at `offset`,
+# writes out[k]) and the parallel_reduce maximum
+_STRIDED = RELU.split("x.scalar_type());", 1)[1].rsplit("}", 1)[0].rstrip()
+_PMAX = PMAX.split("all_max(const at::Tensor& x) {", 1)[1].rsplit("}", 1)[0].rstrip()
 
 _RELU_LOOP = """
   at::Tensor out = at::empty_like(xc);
@@ -71,21 +58,6 @@ _ROWMAX_LOOP = """  const int64_t rows = x.size(0), cols = x.size(1);
     for (int64_t j = 0; j < cols; ++j) m = (std::isnan(a[i][j]) || a[i][j] > m) ? a[i][j] : m;
     o[i] = m;
   }
-  return out;"""
-
-_PMAX = """  TORCH_CHECK_VALUE(x.numel() > 0, "all_max: an empty tensor has no maximum");
-  at::Tensor xc = x.contiguous();
-  const float* p = xc.const_data_ptr<float>();
-  auto bigger = [](float a, float b) { return (std::isnan(a) || a > b) ? a : b; };
-  const float m = at::parallel_reduce(0, xc.numel(), 16384, -std::numeric_limits<float>::infinity(),
-      [&](int64_t begin, int64_t end, float ident) {
-        float r = ident;
-        for (int64_t i = begin; i < end; ++i) r = bigger(p[i], r);
-        return r;
-      },
-      bigger);
-  at::Tensor out = at::empty({}, x.options());
-  *out.mutable_data_ptr<float>() = m;
   return out;"""
 
 WRONG = {
