@@ -1,21 +1,29 @@
-"""The packaging lens: pip in a subprocess, what a library needs from the loader, metadata through the build
-backend, and a pytest suite run against several implementations of one operator."""
+"""The packaging lens: pip in a subprocess, what a library needs from the loader (C++ symbols of torch or none),
+an install on the import path for a block, metadata through the build backend, and a pytest suite run against
+several implementations of one operator."""
 
 from __future__ import annotations
 
+import importlib.metadata
+import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from torchlens_widgets.lenses.package import (
+    STABLE_TARGET_2_10,
     PackageError,
     compile_library,
     dynamic_symbols,
+    installed,
     needed_libraries,
+    operator_source,
     pip,
     project_metadata,
     run_suite,
+    torch_cxx_symbols,
 )
 
 needs_cxx = pytest.mark.skipif(shutil.which("c++") is None or shutil.which("nm") is None, reason="no C++ toolchain")
@@ -120,3 +128,47 @@ def test_run_suite_reports_each_test_on_each_variant() -> None:
     assert early.error is not None and "ended before pytest could report" in early.error
     with pytest.raises(PackageError):
         run_suite("  ", {})
+
+
+@needs_cxx
+def test_torch_cxx_symbols_tell_an_ordinary_build_from_a_stable_one(tmp_path: Path) -> None:
+    import torch
+
+    include = f"-I{Path(torch.__file__).parent / 'include'}"
+    ordinary = compile_library('#include <c10/util/Exception.h>\nvoid f() { TORCH_CHECK(false, "no"); }\n', "ordinary",
+                               tmp_path, flags=[include])
+    stable = compile_library('#include <torch/headeronly/util/Exception.h>\nvoid f() { STD_TORCH_CHECK(false, "no"); }\n',
+                             "stable", tmp_path, flags=[include, STABLE_TARGET_2_10])
+    assert [s for s in torch_cxx_symbols(ordinary) if s.startswith("c10::detail::torchCheckFail(")]
+    assert torch_cxx_symbols(stable) == []
+    with pytest.raises(PackageError, match="#error"):   # the target version shuts the non-stable headers out
+        compile_library("#include <ATen/core/Tensor.h>\n", "aten", tmp_path, flags=[include, STABLE_TARGET_2_10])
+
+
+def test_installed_puts_a_wheel_on_the_path_for_the_block_only(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    (project / "src" / "tlw_tiny").mkdir(parents=True)
+    (project / "src" / "tlw_tiny" / "__init__.py").write_text("ANSWER = 42\n")
+    (project / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = '
+                                            '"setuptools.build_meta"\n[project]\nname = "tlw-tiny"\nversion = "1.0"\n')
+    built = pip("wheel", "--no-build-isolation", "--no-deps", "--wheel-dir", str(tmp_path / "dist"), str(project))
+    assert built.returncode == 0, built.stderr[-1000:]
+    wheel = next((tmp_path / "dist").glob("*.whl"))
+    before = (list(sys.path), os.environ.get("PYTHONPATH"))
+    with installed(wheel, tmp_path / "site") as site:
+        import tlw_tiny  # type: ignore[import-not-found]
+
+        assert tlw_tiny.ANSWER == 42 and Path(tlw_tiny.__file__).parent.parent == site
+        assert importlib.metadata.version("tlw-tiny") == "1.0" and str(site) in os.environ["PYTHONPATH"]
+    assert (list(sys.path), os.environ.get("PYTHONPATH")) == before
+    assert "tlw_tiny" not in sys.modules and not (tmp_path / "site").exists()
+    with pytest.raises(importlib.metadata.PackageNotFoundError):
+        importlib.metadata.version("tlw-tiny")
+
+
+def test_operator_source_makes_the_correct_operator_and_planted_bugs() -> None:
+    run = run_suite("import torch\n\ndef test_values(op):\n    x, y = torch.ones(2), torch.ones(2)\n"
+                    "    assert torch.equal(op(x, y, 2.0), 3 * torch.ones(2))\n",
+                    {"correct": operator_source(), "minus": operator_source(kernel="a * load(x) - load(y)")})
+    assert run.passed("correct") and run.failed("minus") == ["test_values"]
+    assert "register_fake" not in operator_source(fake=False) and "register_autograd" in operator_source(fake=False)

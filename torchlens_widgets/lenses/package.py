@@ -4,32 +4,40 @@ straight with the C++ compiler, a package's metadata read through its build back
 run against several implementations of one operator, with the verdict of every test on each.
 
 Everything that builds, installs or runs tests does it in a subprocess: a crash, a hang or a broken
-import never reaches the caller's process.
+import never reaches the caller's process; `installed` is the one helper that changes the caller's import path,
+and it puts it back.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
+import re
 import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "STABLE_TARGET_2_10",
     "PackageError",
     "SuiteRun",
     "compile_library",
     "dynamic_symbols",
+    "installed",
     "needed_libraries",
+    "operator_source",
     "pip",
     "project_metadata",
     "run_suite",
+    "torch_cxx_symbols",
 ]
 
 # Captured at import: what these helpers run, whatever a caller later rebinds.
@@ -85,6 +93,57 @@ def dynamic_symbols(library: str | Path, *, undefined: bool = True, demangle: bo
         elif len(parts) == 3:
             names.add(parts[2].split("@", 1)[0])
     return sorted(names)
+
+
+#: The compiler flag that builds against the LibTorch stable ABI of torch 2.10 (torch/csrc/stable/version.h: major
+#: in the top byte, minor in the next): the stable headers then offer only what 2.10 had, and every non-stable torch
+#: header refuses to compile (#error).
+STABLE_TARGET_2_10 = "-DTORCH_TARGET_VERSION=0x020a000000000000"
+# A mangled C++ name inside namespace c10, at, torch or caffe2 (a function, or the typeinfo / vtable of a class).
+_TORCH_CXX = re.compile(r"^_Z(?:T[IVS])?N[KVRO]*(?:3c10|2at|5torch|6caffe2)(?=\d|[A-Z])")
+
+
+def torch_cxx_symbols(library: str | Path) -> list[str]:
+    """The C++ symbols of torch (names in the c10, at, torch and caffe2 namespaces) that `library` needs from
+    elsewhere, demangled and sorted: each one is a mangled name that only a torch with exactly that function can
+    satisfy. A library built on the stable ABI needs none; it calls torch through C functions (`aoti_torch_*`)."""
+    mangled = [s for s in dynamic_symbols(library) if _TORCH_CXX.match(s)]
+    if not mangled:
+        return []
+    done = _run([_tool("c++filt")], input="\n".join(mangled) + "\n", capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise PackageError(f"c++filt could not demangle the names of {library}: {done.stderr.strip()[:200]}")
+    return sorted(done.stdout.splitlines())
+
+
+@contextlib.contextmanager
+def installed(wheel: str | Path, target: str | Path) -> Iterator[Path]:
+    """`pip install --no-deps --target TARGET WHEEL`, then TARGET on this process's import path and on PYTHONPATH
+    (for its subprocesses) for the block; afterwards both are as they were, the modules imported from TARGET are
+    forgotten and TARGET is removed. The environment's own site-packages is never written. Yields TARGET."""
+    folder = Path(target)
+    done = pip("install", "--no-deps", "--target", str(folder), str(wheel))
+    if done.returncode != 0:
+        raise PackageError(f"pip could not install {Path(wheel).name}:\n{done.stderr.strip()[-1500:]}")
+    old = os.environ.get("PYTHONPATH")
+    sys.path.insert(0, str(folder))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(folder), old]))
+    importlib.invalidate_caches()
+    try:
+        yield folder
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(folder))
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+        for name, module in list(sys.modules.items()):
+            where = getattr(module, "__file__", None)
+            if isinstance(where, str) and Path(where).is_relative_to(folder):
+                del sys.modules[name]
+        importlib.invalidate_caches()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def compile_library(source: str, name: str, directory: str | Path, *, flags: Sequence[str] = (),
@@ -159,6 +218,41 @@ def project_metadata(project: str | Path, probe: Mapping[str, Sequence[str]] | N
         raise PackageError("the build backend could not read the project:\n" + "\n".join(tail))
     result: dict[str, Any] = _loads(line.split("=", 1)[1])
     return result
+
+
+# scale_add(x, y, a) = a * x + y registered from Python in the namespace `ns` (see run_suite). Every variant, correct
+# or with a planted bug, comes from this one template: the same function names, signatures and lines (no defaults);
+# only the expressions differ, so a suite can tell them apart by what they compute, never by how they look.
+_OPERATOR = '''
+def load(t):
+    return LOAD
+def kernel(x, y, a):
+    return KERNEL
+def fake(x, y, a):
+    return torch.empty_like(x)
+def setup(ctx, inputs, output):
+    ctx.a = inputs[2]
+def backward(ctx, grad):
+    return BACKWARD
+lib = torch.library.Library(ns, "DEF")
+lib.define("scale_add(Tensor x, Tensor y, float a) -> Tensor")
+lib.impl("scale_add", kernel, "CPU")
+FAKE
+AUTOGRAD
+op = getattr(torch.ops, ns).scale_add.default
+'''
+_REGISTER_FAKE = 'torch.library.register_fake(ns + "::scale_add", fake, lib=lib)'
+_REGISTER_AUTOGRAD = 'torch.library.register_autograd(ns + "::scale_add", backward, setup_context=setup, lib=lib)'
+
+
+def operator_source(kernel: str = "a * load(x) + load(y)", load: str = "t", backward: str = "grad * ctx.a, grad, None",
+                    fake: bool = True, autograd: bool = True) -> str:
+    """Python source for `run_suite`: scale_add(x, y, a) registered in the namespace `ns`, with a CPU kernel that
+    returns `kernel` (inputs read through `load(t)`), the autograd formula `backward` (gradients for x, y, a) and
+    a fake kernel; `fake=False` / `autograd=False` leave those out. The defaults are the correct operator."""
+    return (_OPERATOR.replace("LOAD", load).replace("KERNEL", kernel).replace("BACKWARD", backward)
+            .replace("FAKE", _REGISTER_FAKE if fake else "pass")
+            .replace("AUTOGRAD", _REGISTER_AUTOGRAD if autograd else "pass"))
 
 
 #: The exit status of a test run whose suite looked inside an operator under test instead of calling it.

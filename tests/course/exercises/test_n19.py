@@ -1,6 +1,6 @@
-"""Notebook 19's exercise checks, without a notebook: references pass visible and hidden cases; wrong suites, rules
-and pins fail saying where, a hidden case is named by its number only, and the check's variants and reference can
-be told apart or copied by neither a test suite nor an answer."""
+"""Notebook 19's exercise checks, without a notebook: references pass visible and hidden cases; wrong suites, rules,
+pins and stable-ABI operators fail saying where, a hidden case is named by its number only, and the check's variants
+and reference can be told apart or copied by neither a test suite nor an answer."""
 
 from __future__ import annotations
 
@@ -64,30 +64,30 @@ def what_breaks(built, env):  # type: ignore[no-untyped-def]
 
     broken = set()
     b, e = Version(built["torch"]), Version(env["torch"])
-    if b.is_prerelease or e.is_prerelease:
-        if b.public != e.public:
+    if built["stable"] is None:
+        if b != e:
             broken.add("torch")
-    elif b.release[:2] != e.release[:2]:
+    elif e.release[:2] < Version(built["stable"]).release[:2]:
         broken.add("torch")
-    if built["cxx11_abi"] != env["cxx11_abi"]:
-        broken.add("cxx11_abi")
     py, abi = built["python"].split("-")
     need, have = int(py.removeprefix("cp")[1:]), int(env["python"].removeprefix("cp")[1:])
     if (abi == "abi3" and have < need) or (abi != "abi3" and have != need):
         broken.add("python")
-    if built["platform"] != env["platform"]:
+    if not any(tag in env["platforms"] for tag in built["platform"].split(".")):
         broken.add("platform")
     return broken
 
 
 HIDDEN_ROWS = [
-    (n19.built("2.13.0"), n19.env(py="cp310")), (n19.built("2.13.2+cu126", py="cp39-abi3"), n19.env(py="cp314")),
-    (n19.built("2.14.0rc1"), n19.env("2.14.0")), (n19.built("2.13.0", py="cp39-cp39"), n19.env(py="cp310")),
-    (n19.built("2.13.0"), n19.env("2.13.0.post1")),
+    (n19.built("2.13.0+cpu", stable="2.10"), n19.env("2.14.0.dev20260101")), (n19.built("2.13.0"), n19.env("2.13.0+cpu")),
+    (n19.built("2.13.0", stable="2.12"), n19.env("2.12.0", plats=n19.MUSL)),
+    (n19.built("2.13.0", plat="linux_x86_64"), n19.env("2.13.0")),
+    (n19.built("2.13.0", py="cp39-abi3", plat="manylinux_2_17_x86_64"), n19.env("2.13.0", py="cp314", plats=n19.linux(17))),
+    (n19.built("2.13.0+cpu"), n19.env("2.13.0.post1+cpu")),
 ]
 
 
-def pyproject(torch: str = "torch==2.13.*", python: str = 'requires-python = ">=3.10"\n') -> str:
+def pyproject(torch: str = "torch==2.13.0", python: str = 'requires-python = ">=3.10"\n') -> str:
     return f'''
 [build-system]
 requires = ["setuptools>=64", "{torch}"]
@@ -103,8 +103,8 @@ where = ["src"]
 '''
 
 
-HIDDEN_VERSIONS = [("torch", "2.13.12+cu128"), ("torch", "2.14.0.dev20260101"), ("torch", "2.12.0"),
-                   ("torch", "2.130.0"), ("python", "3.14"), ("python", "3.8")]
+HIDDEN_VERSIONS = [("torch", "2.13.0+cu126"), ("torch", "2.13.0.post1"), ("torch", "2.13.0rc1"),
+                   ("torch", "2.13.12"), ("python", "3.14"), ("python", "3.8")]
 
 
 def test_the_reference_suite_passes_visible_and_hidden_bugs(verdict) -> None:  # type: ignore[no-untyped-def]
@@ -177,21 +177,45 @@ def test_the_reference_rules_pass_visible_and_hidden_rows(verdict) -> None:  # t
                                                   n19.compat_matrix(c, what_breaks, hidden=HIDDEN_ROWS))) is None
 
 
-def test_release_candidates_taken_for_releases_fail_on_a_numbered_hidden_row(verdict) -> None:  # type: ignore[no-untyped-def]
-    def dev_only(built, env):  # type: ignore[no-untyped-def]
+def test_a_public_version_match_fails_on_a_numbered_hidden_row(verdict) -> None:  # type: ignore[no-untyped-def]
+    def public_only(built, env):  # type: ignore[no-untyped-def]
         from packaging.version import Version
 
         broken = what_breaks(built, env) - {"torch"}
         b, e = Version(built["torch"]), Version(env["torch"])
-        if (b.public != e.public) if (b.is_devrelease or e.is_devrelease) else (b.release[:2] != e.release[:2]):
+        if (b.release != e.release) if built["stable"] is None else (e.release[:2] < Version(built["stable"]).release[:2]):
             broken.add("torch")
         return broken
 
-    assert verdict("19-compat-matrix", lambda c: n19.compat_matrix(c, dev_only)) is None
-    message = verdict("19-compat-matrix", lambda c: n19.compat_matrix(c, dev_only, hidden=HIDDEN_ROWS))
-    assert message.startswith("hidden case 3:"), message
+    message = verdict("19-compat-matrix", lambda c: n19.compat_matrix(c, public_only))
+    assert message.startswith("what_breaks(built={'torch': '2.13.0+cpu', 'stable': None"), message
+    assert "'2.13.0+cu128'" in message
+    message = verdict("19-compat-matrix", lambda c: n19.compat_matrix(c, public_only, hidden=HIDDEN_ROWS))
+    assert message.startswith("hidden case 2:"), message
     head = message.split("\nHint")[0]
-    assert head == "hidden case 3: 1 entry missing, 0 unexpected", head
+    assert head == "hidden case 2: 1 entry missing, 0 unexpected", head
+
+
+def test_platform_tags_compared_for_equality_fail_on_a_visible_row(verdict) -> None:  # type: ignore[no-untyped-def]
+    def equal_platform(built, env):  # type: ignore[no-untyped-def]
+        broken = what_breaks(built, env) - {"platform"}
+        if built["platform"] != env["platforms"][0]:
+            broken.add("platform")
+        return broken
+
+    message = verdict("19-compat-matrix", lambda c: n19.compat_matrix(c, equal_platform))
+    assert message.startswith("what_breaks(built={'torch': '2.13.0+cpu'"), message
+    assert "a glibc 2.36 Linux's tags" in message
+
+
+def test_the_platform_lists_are_what_packaging_gives() -> None:
+    from packaging.tags import sys_tags
+
+    here = [t for t in dict.fromkeys(t.platform for t in sys_tags()) if t != "any"]
+    if here[:2] == ["linux_x86_64", "manylinux_2_36_x86_64"]:   # the machine the notebook's outputs come from
+        assert tuple(here) == n19.linux(36)
+    assert n19.linux(17)[-3:] == ("manylinux_2_6_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64")
+    assert "manylinux2014_x86_64" in n19.linux(17) and "manylinux_2_18_x86_64" not in n19.linux(17)
 
 
 def test_the_reference_rules_cannot_be_copied_or_called(verdict) -> None:  # type: ignore[no-untyped-def]
@@ -227,22 +251,106 @@ def test_the_reference_pins_pass_visible_and_hidden_versions(verdict) -> None:  
 
 def test_the_expected_admissions_are_the_notebooks_tables() -> None:
     assert {v: n19._admits("torch", v) for v in n19.PIN_VERSIONS["torch"]} == {
-        "2.13.0": True, "2.13.1": True, "2.13.9": True, "2.13.0+cpu": True, "2.12.9": False, "2.14.0": False,
+        "2.13.0": True, "2.13.0+cpu": True, "2.13.0+cu128": True, "2.13.1": False, "2.12.9": False, "2.14.0": False,
         "3.0.0": False, "2.1.3": False}
     assert [n19._admits(k, v) for k, v in HIDDEN_VERSIONS] == [True, False, False, False, True, False]
 
 
-def test_pins_that_stop_at_2_13_9_fail_on_a_numbered_hidden_version(verdict) -> None:  # type: ignore[no-untyped-def]
-    answer = pyproject(torch="torch>=2.13,<=2.13.9")
+def test_a_range_up_to_2_13_1_fails_on_a_numbered_hidden_version(verdict) -> None:  # type: ignore[no-untyped-def]
+    answer = pyproject(torch="torch>=2.13.0,<2.13.1")
     assert verdict("19-pin-versions", lambda c: n19.pin_versions(c, answer)) is None
     message = verdict("19-pin-versions", lambda c: n19.pin_versions(c, answer, hidden=HIDDEN_VERSIONS))
-    assert message.startswith("hidden case 1: which torch versions the package runs with"), message
-    assert "2.13.12" not in message
+    assert message.startswith("hidden case 2: which torch versions the package runs with"), message
+    assert "post1" not in message
 
 
 def test_unpinned_and_pythonless_projects_fail_saying_which(verdict) -> None:  # type: ignore[no-untyped-def]
-    message = verdict("19-pin-versions", lambda c: n19.pin_versions(c, pyproject(torch="torch>=2.13")))
-    assert "which torch versions the package runs with['2.14.0']: expected False, got True" in message
+    message = verdict("19-pin-versions", lambda c: n19.pin_versions(c, pyproject(torch="torch==2.13.*")))
+    assert "which torch versions the package runs with['2.13.1']: expected False, got True" in message
+    message = verdict("19-pin-versions", lambda c: n19.pin_versions(c, pyproject(torch="torch===2.13.0")))
+    assert "which torch versions the package runs with['2.13.0+cpu']: expected True, got False" in message
     assert "does not say which Python" in verdict("19-pin-versions", lambda c: n19.pin_versions(
         c, pyproject(python="")))
     assert "give the pyproject.toml text" in verdict("19-pin-versions", lambda c: n19.pin_versions(c, None))
+
+
+ROW_SUM = r"""
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/Exception.h>
+
+using torch::stable::Tensor;
+using torch::headeronly::ScalarType;
+
+template <typename T>
+void sum_rows(const Tensor& x, Tensor& out) {
+  const T* px = x.const_data_ptr<T>();
+  T* po = out.mutable_data_ptr<T>();
+  const int64_t rows = x.size(0), cols = x.size(1);
+  for (int64_t i = 0; i < rows; ++i) {
+    T acc = 0;
+    for (int64_t j = 0; j < cols; ++j) acc += px[i * cols + j];
+    po[i] = acc;
+  }
+}
+
+Tensor row_sum(Tensor x) {
+  STD_TORCH_CHECK(x.dim() == 2, "row_sum: x must be 2-D, got ", x.dim(), "-D");
+  Tensor xc = torch::stable::contiguous(x);
+  Tensor out = torch::stable::new_empty(xc, {xc.size(0)});
+  if (xc.scalar_type() == ScalarType::Float) {
+    sum_rows<float>(xc, out);
+  } else if (xc.scalar_type() == ScalarType::Double) {
+    sum_rows<double>(xc, out);
+  } else {
+    STD_TORCH_CHECK(false, "row_sum: float32 or float64 only");
+  }
+  return out;
+}
+
+STABLE_TORCH_LIBRARY(nb19_rows, m) {
+  m.def("row_sum(Tensor x) -> Tensor");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(nb19_rows, CPU, m) {
+  m.impl("row_sum", TORCH_BOX(&row_sum));
+}
+"""
+HIDDEN_ROW_SUMS = [(0, 3, "float32", "contiguous"), (3, 0, "float64", "contiguous"), (64, 33, "float64", "storage offset"),
+                   (7, 5, "float32", "expanded"), (1, 1, "float64", "transposed")]
+
+
+def test_the_reference_row_sum_passes_visible_and_hidden_cases(verdict) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("19-stable-op", lambda c: (n19.stable_op(c, ROW_SUM),
+                                              n19.stable_op(c, ROW_SUM, hidden=HIDDEN_ROW_SUMS))) is None
+
+
+def test_a_row_sum_that_trusts_a_unit_column_stride_fails_on_a_numbered_hidden_case(verdict) -> None:  # type: ignore[no-untyped-def]
+    lazy = ROW_SUM.replace("Tensor xc = torch::stable::contiguous(x);",
+                           "Tensor xc = x.stride(1) == 1 ? x : torch::stable::contiguous(x);")
+    assert verdict("19-stable-op", lambda c: n19.stable_op(c, lazy)) is None
+    message = verdict("19-stable-op", lambda c: n19.stable_op(c, lazy, hidden=HIDDEN_ROW_SUMS))
+    assert message.startswith("hidden case 4:"), message
+    assert "expanded" not in message and "7x5" not in message
+
+
+def test_a_row_sum_on_the_ordinary_api_or_with_a_cxx_symbol_of_torch_fails(verdict) -> None:  # type: ignore[no-untyped-def]
+    aten = "#include <ATen/ops/sum.h>\n" + ROW_SUM
+    message = verdict("19-stable-op", lambda c: n19.stable_op(c, aten))
+    assert "did not compile with -DTORCH_TARGET_VERSION" in message and "#error" in message, message
+    declared = ROW_SUM.replace("using torch::stable::Tensor;", "#include <string>\nnamespace c10 { void setThreadName("
+                               "std::string name); }\nusing torch::stable::Tensor;").replace(
+        "  Tensor xc =", '  c10::setThreadName("rows");\n  Tensor xc =')
+    message = verdict("19-stable-op", lambda c: n19.stable_op(c, declared))
+    assert "asks the loader for 1 C++ symbols of torch" in message and "c10::setThreadName" in message, message
+
+
+def test_a_row_sum_that_calls_torchs_sum_fails(verdict) -> None:  # type: ignore[no-untyped-def]
+    borrowed = ROW_SUM.replace("  if (xc.scalar_type() == ScalarType::Float) {",
+                               "  return torch::stable::sum(xc, std::vector<int64_t>{1});\n"
+                               "  if (xc.scalar_type() == ScalarType::Float) {")
+    message = verdict("19-stable-op", lambda c: n19.stable_op(c, borrowed))
+    assert "ran aten::" in message and "aten::sum" in message, message
+

@@ -61,12 +61,10 @@ def _breaks(body: str) -> str:
 
 _TORCH_OK = """    broken = set()
     b, e = Version(built["torch"]), Version(env["torch"])
-    if (b.public != e.public) if (b.is_prerelease or e.is_prerelease) else (b.release[:2] != e.release[:2]):
+    if (b != e) if built["stable"] is None else (e.release[:2] < Version(built["stable"]).release[:2]):
         broken.add("torch")
 """
-_REST = """    if built["cxx11_abi"] != env["cxx11_abi"]:
-        broken.add("cxx11_abi")
-    if built["platform"] != env["platform"]:
+_PLATFORM_OK = """    if not set(built["platform"].split(".")) & set(env["platforms"]):
         broken.add("platform")
 """
 _PY_OK = """    py, abi = built["python"].split("-")
@@ -104,6 +102,56 @@ where = ["src"]
 '''
 
 
+_ROW_SUM = r"""
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/Exception.h>
+
+using torch::stable::Tensor;
+using torch::headeronly::ScalarType;
+
+template <typename T>
+void sum_rows(const Tensor& x, Tensor& out) {
+  const T* px = x.const_data_ptr<T>();
+  T* po = out.mutable_data_ptr<T>();
+  const int64_t rows = x.size(0), cols = x.size(1);
+  for (int64_t i = 0; i < rows; ++i) {
+    T acc = 0;
+    for (int64_t j = 0; j < cols; ++j) acc += px[i * cols + j];
+    po[i] = acc;
+  }
+}
+
+Tensor row_sum(Tensor x) {
+  STD_TORCH_CHECK(x.dim() == 2, "row_sum: x must be 2-D, got ", x.dim(), "-D");
+  Tensor xc = torch::stable::contiguous(x);
+  Tensor out = torch::stable::new_empty(xc, {xc.size(0)});
+  if (xc.scalar_type() == ScalarType::Float) {
+    sum_rows<float>(xc, out);
+  } else if (xc.scalar_type() == ScalarType::Double) {
+    sum_rows<double>(xc, out);
+  } else {
+    STD_TORCH_CHECK(false, "row_sum: float32 or float64 only");
+  }
+  return out;
+}
+
+STABLE_TORCH_LIBRARY(nb19_rows, m) {
+  m.def("row_sum(Tensor x) -> Tensor");
+}
+
+STABLE_TORCH_LIBRARY_IMPL(nb19_rows, CPU, m) {
+  m.impl("row_sum", TORCH_BOX(&row_sum));
+}
+"""
+
+
+def _rows(source: str) -> str:
+    return f'ROW_SUM_SOURCE = r"""{source}"""\n'
+
+
 WRONG = {
     "19-test-suite": [
         Wrong("opcheck only", _suite(_OPCHECK), "your suite passes an op that computes a*x - y"),
@@ -119,26 +167,41 @@ WRONG = {
               gaming=True),
     ],
     "19-compat-matrix": [
-        Wrong("python tags compared as text", _breaks(_TORCH_OK + _REST + """    py, abi = built["python"].split("-")
+        Wrong("python tags compared as text", _breaks(_TORCH_OK + _PLATFORM_OK + """    py, abi = built["python"].split("-")
     if (abi == "abi3" and env["python"] < py) or (abi != "abi3" and env["python"] != py):
         broken.add("python")
     return broken"""), "what_breaks(built="),
-        Wrong("torch versions must be equal", _breaks("""    broken = set()
-    if built["torch"] != env["torch"]:
+        Wrong("the same major.minor release taken as compatible", _breaks("""    broken = set()
+    b, e = Version(built["torch"]), Version(env["torch"])
+    if (b.release[:2] != e.release[:2]) if built["stable"] is None else (e.release[:2] < Version(built["stable"]).release[:2]):
         broken.add("torch")
-""" + _REST + _PY_OK + "    return broken"), "what_breaks(built="),
-        Wrong("torch compared by prefix", _breaks("""    broken = set()
-    if not env["torch"].startswith(built["torch"][:3]):
+""" + _PLATFORM_OK + _PY_OK + "    return broken"), "what_breaks(built="),
+        Wrong("the local label (+cpu, +cu128) ignored", _breaks("""    broken = set()
+    b, e = Version(built["torch"]), Version(env["torch"])
+    if (b.public != e.public) if built["stable"] is None else (e.release[:2] < Version(built["stable"]).release[:2]):
         broken.add("torch")
-""" + _REST + _PY_OK + "    return broken"), "what_breaks(built="),
-        Wrong("nightlies treated as releases", _breaks("""    broken = set()
-    if Version(built["torch"]).release[:2] != Version(env["torch"]).release[:2]:
+""" + _PLATFORM_OK + _PY_OK + "    return broken"), "what_breaks(built="),
+        Wrong("the stable target compared as text", _breaks("""    broken = set()
+    if built["stable"] is None:
+        if Version(built["torch"]) != Version(env["torch"]):
+            broken.add("torch")
+    elif env["torch"] < built["stable"]:
         broken.add("torch")
-""" + _REST + _PY_OK + "    return broken"), "what_breaks(built="),
-        Wrong("abi3 treated like an exact tag", _breaks(_TORCH_OK + _REST + """    if built["python"].split("-")[0] != env["python"]:
+""" + _PLATFORM_OK + _PY_OK + "    return broken"), "what_breaks(built="),
+        Wrong("a stable build treated like an ordinary one", _breaks("""    broken = set()
+    if Version(built["torch"]) != Version(env["torch"]):
+        broken.add("torch")
+""" + _PLATFORM_OK + _PY_OK + "    return broken"), "what_breaks(built="),
+        Wrong("platform tags compared for equality", _breaks(_TORCH_OK + _PY_OK + """    if built["platform"] not in (env["platforms"][0], env["platforms"][-1]):
+        broken.add("platform")
+    return broken"""), "what_breaks(built="),
+        Wrong("a dotted platform tag taken as one tag", _breaks(_TORCH_OK + _PY_OK + """    if built["platform"] not in env["platforms"]:
+        broken.add("platform")
+    return broken"""), "what_breaks(built="),
+        Wrong("abi3 treated like an exact tag", _breaks(_TORCH_OK + _PLATFORM_OK + """    if built["python"].split("-")[0] != env["python"]:
         broken.add("python")
     return broken"""), "what_breaks(built="),
-        Wrong("returns a list", _breaks(_TORCH_OK + _REST + _PY_OK + "    return sorted(broken)"), "expected a set"),
+        Wrong("returns a list", _breaks(_TORCH_OK + _PLATFORM_OK + _PY_OK + "    return sorted(broken)"), "expected a set"),
         Wrong("a set that equals anything", """class _Any(set):
     def __eq__(self, other):
         return True
@@ -158,18 +221,45 @@ def what_breaks(built, env):
               "which torch versions the package runs with"),
         Wrong("a lower bound only", _pyproject('["setuptools>=64", "torch>=2.13"]', '["torch>=2.13"]'),
               "which torch versions the package runs with"),
-        Wrong("compatible release on the minor", _pyproject('["setuptools>=64", "torch~=2.13"]', '["torch~=2.13"]'),
-              "which torch versions the package runs with"),
-        Wrong("pinned to one patch release", _pyproject('["setuptools>=64", "torch==2.13.0"]', '["torch==2.13.0"]'),
-              "which torch versions the package runs with"),
-        Wrong("the build left unpinned", _pyproject('["setuptools>=64", "torch"]', '["torch==2.13.*"]'),
+        Wrong("every 2.13 patch release", _pyproject('["setuptools>=64", "torch==2.13.*"]', '["torch==2.13.*"]'),
+              "which torch versions the package runs with['2.13.1']"),
+        Wrong("compatible release on the patch", _pyproject('["setuptools>=64", "torch~=2.13.0"]', '["torch~=2.13.0"]'),
+              "which torch versions the package runs with['2.13.1']"),
+        Wrong("arbitrary equality shuts out the +cpu build", _pyproject('["setuptools>=64", "torch===2.13.0"]',
+                                                                         '["torch===2.13.0"]'),
+              "which torch versions the package runs with['2.13.0+cpu']"),
+        Wrong("the build left unpinned", _pyproject('["setuptools>=64", "torch"]', '["torch==2.13.0"]'),
               "which torch versions the package builds with"),
-        Wrong("no requires-python", _pyproject('["setuptools>=64", "torch==2.13.*"]', '["torch==2.13.*"]', python=""),
+        Wrong("no requires-python", _pyproject('["setuptools>=64", "torch==2.13.0"]', '["torch==2.13.0"]', python=""),
               "does not say which Python it needs"),
         Wrong("pins in a comment and a tool table only", _pyproject(
-            '["setuptools>=64", "torch"]  # torch==2.13.*', '["torch"]  # torch==2.13.*',
-            extra='\n[tool.pins]\ntorch = "==2.13.*"\n'), "which torch versions the package runs with", gaming=True),
-        Wrong("not TOML", 'PYPROJECT = "dependencies: torch==2.13.*"\n', "setuptools could not read your project",
+            '["setuptools>=64", "torch"]  # torch==2.13.0', '["torch"]  # torch==2.13.0',
+            extra='\n[tool.pins]\ntorch = "==2.13.0"\n'), "which torch versions the package runs with", gaming=True),
+        Wrong("not TOML", 'PYPROJECT = "dependencies: torch==2.13.0"\n', "setuptools could not read your project",
               gaming=True),
+    ],
+    "19-stable-op": [
+        Wrong("sums a float64 row in float", _rows(_ROW_SUM.replace("    T acc = 0;", "    float acc = 0;")),
+              "row_sum of a 5x2 float64 tensor (transposed): values differ"),
+        Wrong("reads every input as if it were dense", _rows(_ROW_SUM.replace("torch::stable::contiguous(x)", "x")),
+              "row_sum of a 5x2 float64 tensor (transposed): values differ"),
+        Wrong("no check of the number of dimensions", _rows(_ROW_SUM.replace(
+            '  STD_TORCH_CHECK(x.dim() == 2, "row_sum: x must be 2-D, got ", x.dim(), "-D");\n', "")),
+              "a 1-D input: refused, but the message"),
+        Wrong("returns a column (rows x 1)", _rows(_ROW_SUM.replace("{xc.size(0)}", "{xc.size(0), 1}")),
+              "row_sum of a 3x4 float32 tensor (contiguous)"),
+        Wrong("the ordinary API: ATen headers", _rows("#include <ATen/ops/sum.h>\n" + _ROW_SUM),
+              "did not compile with -DTORCH_TARGET_VERSION", gaming=True),
+        Wrong("declares a C++ function of torch itself", _rows(_ROW_SUM.replace(
+            "using torch::stable::Tensor;",
+            "#include <string>\nnamespace c10 { void setThreadName(std::string name); }\nusing torch::stable::Tensor;")
+            .replace("  Tensor xc =", '  c10::setThreadName("rows");\n  Tensor xc =')),
+              "C++ symbols of torch", gaming=True),
+        Wrong("lets torch compute the sums", _rows(_ROW_SUM.replace(
+            "  if (xc.scalar_type() == ScalarType::Float) {",
+            "  return torch::stable::sum(xc, std::vector<int64_t>{1});\n  if (xc.scalar_type() == ScalarType::Float) {")),
+              "ran aten::", gaming=True),
+        Wrong("registers in a namespace of its own", _rows(_ROW_SUM.replace("nb19_rows", "my_rows")),
+              "no operator nb19_rows::row_sum was registered"),
     ],
 }
