@@ -348,7 +348,7 @@ def input_checks(c: Check, source: Any, hidden: Iterable[str] | None = None) -> 
     for label, name in named(hidden, SCALE_VISIBLE, lambda name: name):
         kind, make, says, error = SCALE_CASES[name]
         args = make()
-        if kind == "refuses":
+        if kind == "refuses" and error is not None:
             _refused(c, op, args, says, error, label, secret)
             continue
         x, a = args
@@ -487,7 +487,7 @@ def parallel_max(c: Check, source: Any, hidden: Iterable[str] | None = None) -> 
     report = c.build("all_max", source, register={"all_max": "all_max(Tensor x) -> Tensor"}, hint=PMAX_HINTS,
                      probe=None if secret else PMAX_PROBE, flags=("-fopenmp",))
     _only_allowed_calls(c, "all_max", report, PMAX_ALLOWED, PMAX_RULE, PMAX_HINTS)
-    symbols = _imported_symbols(report.library) or ()
+    symbols = (_imported_symbols(report.library) if report.library else None) or ()
     c.that(any(s.startswith("GOMP_parallel") for s in symbols),
            "all_max's compiled code never starts a parallel region: the whole reduction runs on the calling thread. "
            "Reduce with at::parallel_reduce, so that pieces run on threads and their results are combined",

@@ -367,10 +367,11 @@ def _build_stable(c: Check, source: str, probe: str | None) -> Any:
                f"row_sum did not build; the end of the compiler's log:\n{report.log_tail[-600:]}", STABLE_HINTS)
     if report.probe_error is not None:
         c.fail(f"row_sum built, but {report.probe_error}", STABLE_HINTS)
-    cxx = package_lens.torch_cxx_symbols(report.library)
+    library = report.library or ""  # a report that built has its library
+    cxx = package_lens.torch_cxx_symbols(library)
     c.that(not cxx, f"your library asks the loader for {len(cxx)} C++ symbols of torch (the first: {cxx[:1]}): "
                     "a stable-ABI library reaches torch through its C functions only", STABLE_HINTS)
-    odd = [s for s in package_lens.dynamic_symbols(report.library) if s.startswith(_STABLE_FORBIDDEN)]
+    odd = [s for s in package_lens.dynamic_symbols(library) if s.startswith(_STABLE_FORBIDDEN)]
     c.that(not odd, f"your library needs {odd[:3]}: it must reach torch through the stable ABI alone", STABLE_HINTS)
     try:
         build_lens.load_built(report)
