@@ -116,6 +116,10 @@ def test_widgets_read_in_light_and_dark(page, lab, request):
         # scrolled sideways (a narrower window), the op column stays in view
         page.set_viewport_size({"width": 700, "height": 1000})
         scroll = page.locator(WIDGETS["dispatch"] + " .tlw-scroll").first
+        # JupyterLab lays its panels out again a frame or more after the window changes (slower on a busy machine)
+        page.wait_for_function("(sel) => { const s = document.querySelector(sel); "
+                               "return s !== null && s.scrollWidth > s.clientWidth; }",
+                               arg=WIDGETS["dispatch"] + " .tlw-scroll", timeout=15_000)
         shift = scroll.evaluate("(s) => { s.scrollLeft = s.scrollWidth; return s.scrollLeft; }")
         assert shift > 0, "at 700 px the dispatch table should need sideways scrolling"
         first = scroll.evaluate(

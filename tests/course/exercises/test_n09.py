@@ -157,12 +157,3 @@ def test_a_plain_torch_check_raises_the_wrong_python_exception(verdict) -> None:
     plain = SCALE.replace("TORCH_CHECK_TYPE(", "TORCH_CHECK(").replace("TORCH_CHECK_NOT_IMPLEMENTED(", "TORCH_CHECK(")
     message = verdict("09-input-checks", lambda c: n09.input_checks(c, plain))
     assert message.startswith("an int64 tensor: raised RuntimeError") and "should raise TypeError" in message
-
-
-def test_nan_is_kept_and_a_serial_reduction_is_found(verdict) -> None:  # type: ignore[no-untyped-def]
-    drops = ROWMAX.replace("(std::isnan(a[i][j]) || a[i][j] > m)", "(a[i][j] > m)")
-    assert verdict("09-row-max", lambda c: n09.row_max(c, drops)).startswith("row_max(rows with a NaN in them)")
-    serial = PMAX.replace("float m = at::parallel_reduce(", "float m = [&](auto begin, auto end, float ident, auto f, "
-                          "auto) { return f(begin, end, ident); }(")
-    serial = serial.replace("(0, xc.numel(), 4096, -std", "(0, xc.numel(), -std")
-    assert "never starts a parallel region" in verdict("09-parallel-max", lambda c: n09.parallel_max(c, serial))

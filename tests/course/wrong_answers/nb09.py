@@ -67,9 +67,6 @@ WRONG = {
               "ran aten::clone, aten::contiguous"),
         Wrong("strides ignored: reads memory in stored order", _relu("  const at::Tensor& xc = x;" + _RELU_LOOP.replace(
             "at::empty_like(xc)", "at::empty(xc.sizes(), xc.options())")), "relu_loop(a transposed tensor)"),
-        # empty_like keeps a permuted input's strides, so out's stored order is not its element order
-        Wrong("result from empty_like, written in element order", _relu(_STRIDED.replace(
-            "at::empty(x.sizes(), x.options())", "at::empty_like(x)")), "relu_loop(a transposed tensor)"),
         Wrong("drops NaN: v > 0 ? v : 0", _relu(_STRIDED.replace("o[k] = v < 0.f ? 0.f : v;", "o[k] = v > 0.f ? v : 0.f;")),
               "relu_loop(a 1-D tensor with NaN in it)"),
         Wrong("writes into the input", _relu(_STRIDED.replace("float* o = out.mutable_data_ptr<float>();",
@@ -91,9 +88,6 @@ WRONG = {
             "TORCH_CHECK_VALUE(", "TORCH_CHECK(")), "should raise TypeError"),
         Wrong("dtype only", _scale('  TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat, "scale: expected float32");'),
               "a meta tensor: raised RuntimeError"),
-        Wrong("types swapped: ValueError for the dtype", _scale(_ALL_CHECKS.replace("TORCH_CHECK_TYPE(", "TORCH_CHECK_X(")
-              .replace("TORCH_CHECK_VALUE(", "TORCH_CHECK_TYPE(").replace("TORCH_CHECK_X(", "TORCH_CHECK_VALUE(")),
-              "raised ValueError"),
         Wrong("messages that do not say what was expected", _scale(_ALL_CHECKS.replace(
             "expected float32", "bad input").replace("expected a CPU tensor", "bad input").replace(
             "expected a contiguous tensor", "bad input")), "does not say"),
@@ -143,8 +137,6 @@ WRONG = {
         Wrong("an empty tensor gives -inf", _pmax(_PMAX.replace(
             '  TORCH_CHECK_VALUE(x.numel() > 0, "all_max: an empty tensor has no maximum");\n', "")),
             "was accepted; an empty tensor has no maximum"),
-        Wrong("an empty tensor refused with a plain TORCH_CHECK", _pmax(_PMAX.replace("TORCH_CHECK_VALUE(", "TORCH_CHECK(")),
-              "raised RuntimeError; an empty tensor has no maximum"),
         # reads numel() floats from the start without .contiguous(): the same elements for a transposed view,
         # not for a column slice (a hidden case)
         Wrong("reads the view's memory in stored order", _pmax(_PMAX.replace("at::Tensor xc = x.contiguous();",
