@@ -69,25 +69,17 @@ WRONG = {
             "at::empty_like(xc)", "at::empty(xc.sizes(), xc.options())")), "relu_loop(a transposed tensor)"),
         Wrong("drops NaN: v > 0 ? v : 0", _relu(_STRIDED.replace("o[k] = v < 0.f ? 0.f : v;", "o[k] = v > 0.f ? v : 0.f;")),
               "relu_loop(a 1-D tensor with NaN in it)"),
-        Wrong("writes into the input", _relu(_STRIDED.replace("float* o = out.mutable_data_ptr<float>();",
-                                                              "float* o = x.mutable_data_ptr<float>();")),
-              "must stay unchanged"),
         Wrong("calls at::relu", _relu("  return at::relu(x);", "#include <ATen/ops/relu.h>"), "aten::relu", gaming=True),
         # ATen's CPU kernel called directly: no dispatcher, so no profiler event; the library's symbols show it
         Wrong("calls at::cpu::clamp_min, past the dispatcher", _relu("  return at::cpu::clamp_min(x, 0);",
               "#include <ATen/ops/clamp_min_cpu_dispatch.h>"), "relu_loop's compiled code calls at::cpu::clamp_min",
               gaming=True),
-        # right for every input at storage offset 0 (all visible ones)
-        Wrong("reads from the start of the storage, not at the tensor's offset", _relu(_STRIDED.replace(
-            "x.const_data_ptr<float>()", "static_cast<const float*>(x.storage().data())")), "relu_loop(hidden case 2)"),
     ],
     "09-input-checks": [
         Wrong("no checks", _scale(""), "an int64 tensor: raised RuntimeError"),
         Wrong("plain TORCH_CHECKs: RuntimeError for every rule", _scale(_ALL_CHECKS.replace(
             "TORCH_CHECK_TYPE(", "TORCH_CHECK(").replace("TORCH_CHECK_NOT_IMPLEMENTED(", "TORCH_CHECK(").replace(
             "TORCH_CHECK_VALUE(", "TORCH_CHECK(")), "should raise TypeError"),
-        Wrong("dtype only", _scale('  TORCH_CHECK_TYPE(x.scalar_type() == at::kFloat, "scale: expected float32");'),
-              "a meta tensor: raised RuntimeError"),
         Wrong("messages that do not say what was expected", _scale(_ALL_CHECKS.replace(
             "expected float32", "bad input").replace("expected a CPU tensor", "bad input").replace(
             "expected a contiguous tensor", "bad input")), "does not say"),
@@ -108,10 +100,6 @@ WRONG = {
     o[i] = m;
   }
   return out;"""), "row_max(a transposed tensor)"),
-        Wrong("starts each row at zero", _rowmax(_ROWMAX_LOOP.replace("-std::numeric_limits<float>::infinity()", "0.f")),
-              "values differ"),
-        Wrong("column maxima", _rowmax(_ROWMAX_LOOP.replace("x.size(0), cols = x.size(1)", "x.size(1), cols = x.size(0)")
-              .replace("a[i][j]", "a[j][i]")), "row_max(a 5x7 tensor)"),
         Wrong("drops NaN: a plain a[i][j] > m", _rowmax(_ROWMAX_LOOP.replace("(std::isnan(a[i][j]) || a[i][j] > m)",
                                                                              "a[i][j] > m")),
               "row_max(rows with a NaN in them)"),
@@ -134,14 +122,6 @@ WRONG = {
               "all_max(200,000 negative values)"),
         Wrong("combine drops NaN: a > b ? a : b", _pmax(_PMAX.replace(
             "      bigger);", "      [](float a, float b) { return a > b ? a : b; });")), "all_max(a NaN in the first piece)"),
-        Wrong("an empty tensor gives -inf", _pmax(_PMAX.replace(
-            '  TORCH_CHECK_VALUE(x.numel() > 0, "all_max: an empty tensor has no maximum");\n', "")),
-            "was accepted; an empty tensor has no maximum"),
-        # reads numel() floats from the start without .contiguous(): the same elements for a transposed view,
-        # not for a column slice (a hidden case)
-        Wrong("reads the view's memory in stored order", _pmax(_PMAX.replace("at::Tensor xc = x.contiguous();",
-                                                                             "const at::Tensor& xc = x;")),
-              "all_max(hidden case 3)"),
         # a parallel region for show, the answer from ATen: amax is in the library's symbols
         Wrong("a parallel region for show, amax for the answer", _pmax(_PMAX.replace(
             "  return out;", "  return m == m ? x.amax() : out;"), "#include <cmath>\n#include <limits>\n"
