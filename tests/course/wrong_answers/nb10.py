@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tests.course.exercises.test_n10 import SCALE_ADD
 from tests.course.wrong_answers import Wrong
 
 
@@ -17,28 +18,8 @@ _LOOP = """  at::Tensor out = at::empty_like({x});
   for (int64_t i = 0; i < {x}.numel(); ++i) po[i] = static_cast<float>(a) * px[i] + py[i];
   return out;"""
 _CHECKS = """  TORCH_CHECK(x.scalar_type() == at::kFloat && y.scalar_type() == at::kFloat, "scale_add: float32 only");"""
-# the reference's stride walk: the wrong answers below change one line of it
-_WALK = """  TORCH_CHECK(x.sizes() == y.sizes(), "scale_add: x and y must have the same shape");
-""" + _CHECKS + """
-  at::Tensor out = at::empty(x.sizes(), x.options());
-  const float* px = x.const_data_ptr<float>();
-  const float* py = y.const_data_ptr<float>();
-  float* po = out.mutable_data_ptr<float>();
-  const int64_t dims = x.dim();
-  std::vector<int64_t> index(dims, 0);
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t at_x = 0, at_y = 0;
-    for (int64_t d = 0; d < dims; ++d) {
-      at_x += index[d] * x.stride(d);
-      at_y += index[d] * y.stride(d);
-    }
-    po[i] = static_cast<float>(a) * px[at_x] + py[at_y];
-    for (int64_t d = dims - 1; d >= 0; --d) {
-      if (++index[d] < x.size(d)) break;
-      index[d] = 0;
-    }
-  }
-  return out;"""
+# the reference's stride walk, from the in-process test: the wrong answers below change one line of it
+_WALK = SCALE_ADD.split("double a) {\n", 1)[1].rsplit("}", 1)[0].rstrip("\n")
 _VECTOR = "#include <vector>"
 
 
