@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["best_ms", "one_thread", "steady_heap"]
+__all__ = ["best_ms", "one_thread", "steady_heap", "threads"]
 
 
 _STEADY = False
@@ -41,8 +41,16 @@ def steady_heap() -> bool:
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
     """Run PyTorch on one thread inside the block (a busy core cannot stall a kernel mid-measurement)."""
+    with threads(1):
+        yield
+
+
+@contextlib.contextmanager
+def threads(n: int) -> Iterator[None]:
+    """Run PyTorch's intra-op pool (OpenMP's, for extensions built with -fopenmp too) with `n` threads inside the
+    block, and put the count back after it, also when the block raises."""
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(n)
     try:
         yield
     finally:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.autograd import profiler_legacy
 
+from ...lenses.timing import threads
 from ..integrity import clean
 from ._cases import named
 
@@ -465,18 +466,6 @@ PMAX_VISIBLE = ("200,000 values", "200,000 negative values", "a NaN in the first
 PMAX_EMPTY = (lambda: torch.empty(0), lambda: torch.empty(3, 0))
 
 
-def _threads(n: int) -> Any:
-    """torch.set_num_threads(n) for a block, then back (OpenMP's pool is torch's intra-op pool)."""
-    class _Scope:
-        def __enter__(self) -> None:
-            self.before = torch.get_num_threads()
-            torch.set_num_threads(n)
-
-        def __exit__(self, *exc: object) -> None:
-            torch.set_num_threads(self.before)
-    return _Scope()
-
-
 def parallel_max(c: Check, source: Any, hidden: Iterable[str] | None = None) -> None:
     """`MAX_SOURCE`: `all_max(x)` returns the maximum of every element of a float32 CPU tensor as a new 0-d float32
     tensor, NaN propagated as torch.amax does, reduced by at::parallel_reduce on threads (built with -fopenmp, called
@@ -493,7 +482,7 @@ def parallel_max(c: Check, source: Any, hidden: Iterable[str] | None = None) -> 
            "Reduce with at::parallel_reduce, so that pieces run on threads and their results are combined",
            PMAX_HINTS)
     op, event = c.ops.all_max, f"{c.ops.name}::all_max"
-    with _threads(PMAX_THREADS):
+    with threads(PMAX_THREADS):  # put back when a check fails inside
         if not secret:
             for make in PMAX_EMPTY:
                 x = make()
