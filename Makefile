@@ -11,7 +11,7 @@ NBVAL  := --nbval --nbval-current-env --nbval-kernel-startup-timeout 120 --nbval
 # nbval's log shows a failed cell's traceback, not the feedback above it: this makes a check's traceback carry its message
 NBVAL_ENV := TORCHLENS_CHECK_TRACEBACK=message
 
-.PHONY: course env test lint test-js test-unit test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
+.PHONY: course env test test-builds-reset lint test-js test-unit test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
@@ -35,7 +35,12 @@ $(VENV)/.installed: pyproject.toml labextension/package.json labextension/packag
 	  $(BIN)/jupyter server extension disable nbgrader.server_extensions.$$ext --sys-prefix || exit 1; done
 	touch $@
 
-test: env browser-deps cxx-deps sandbox-deps lint test-js test-unit test-notebooks test-browser
+test: env browser-deps cxx-deps sandbox-deps lint test-js test-builds-reset test-unit test-notebooks test-browser
+
+# One C++ build cache for a whole `make test` (see conftest.py), emptied when it starts: each run builds from cold.
+export TORCHLENS_TEST_BUILD_DIR := $(CURDIR)/.test-cache/extensions
+test-builds-reset:
+	rm -rf $(TORCHLENS_TEST_BUILD_DIR)
 
 lint: env
 	$(BIN)/ruff check torchlens_widgets tests benchmarks tools hatch_build.py

@@ -13,7 +13,11 @@ from pathlib import Path
 
 _scratch = tempfile.mkdtemp(prefix="tlw-test-")
 os.environ["TORCHLENS_PROGRESS"] = os.path.join(_scratch, "progress.json")
-os.environ["TORCHLENS_BUILD_DIR"] = os.path.join(_scratch, "extensions")
+# `make test` names one build cache for its whole run (TORCHLENS_TEST_BUILD_DIR, emptied when it starts): a C++ op that
+# the unit tests, the wrong-answer suite and nbval all build (a reference answer, a notebook's teaching ops) compiles
+# once. Builds are keyed by their source, flags, torch and Python, and torch's load_inline locks a build folder, so
+# processes can share it. Without it each pytest process gets a throwaway cache of its own.
+os.environ["TORCHLENS_BUILD_DIR"] = os.environ.get("TORCHLENS_TEST_BUILD_DIR") or os.path.join(_scratch, "extensions")
 # IPython's profile and its history database too: kernels of two workers never share (and lock) ~/.ipython's sqlite
 # file, and the suite never writes the learner's home
 os.environ["IPYTHONDIR"] = os.path.join(_scratch, "ipython")

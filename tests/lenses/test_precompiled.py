@@ -143,9 +143,39 @@ def test_reading_flags_and_verdicts(tmp_path: Path) -> None:
     assert not pch.rejected("main.cpp:3:5: error: expected ';' before '}' token")
 
 
+@needs_gcc
+def test_openmp_builds_make_and_use_a_precompiled_state_of_their_own(tmp_path: Path) -> None:
+    """The first lean -fopenmp build reads the headers and starts making the -fopenmp slot in the background (or
+    another test's build already did: the slot is the checkout's); a later cold one loads it, and its
+    parallel_for still splits (the saved state was made with _OPENMP defined)."""
+    openmp = ("-O2", "-fopenmp")
+    source = _op("omp").replace("out.copy_(x);", "out.copy_(x);\n  int pieces = 0;\n"
+                                "  at::parallel_for(0, 64, 1, [&](int64_t, int64_t) { __atomic_add_fetch(&pieces, 1, "
+                                "__ATOMIC_RELAXED); });\n  TORCH_CHECK(pieces > 1 || at::get_num_threads() == 1, "
+                                "\"not split\");")
+    first = build_inline("tlw_pch_omp", source, extra_cflags=list(openmp), directory=tmp_path / "a")
+    assert first.ok, first.summary()
+    deadline = time.monotonic() + 300
+    while precompiled_header(openmp) is None and time.monotonic() < deadline:
+        time.sleep(1.0)
+    saved = precompiled_header(openmp)
+    assert saved is not None and saved != precompiled_header(), "no -fopenmp slot was made"
+    again = build_inline("tlw_pch_omp", source, extra_cflags=list(openmp), directory=tmp_path / "b",
+                         probe="import torch\ntorch.set_num_threads(2)\ntorch.ops.tlw_pch_omp.f(torch.ones(3))")
+    assert again.ok and again.precompiled and again.probe_error is None, again.summary() + str(again.probe_error)
+
+
 def test_only_lean_builds_with_default_flags_use_them(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _precompiled_slot(None, ["-O2"]) is None  # torch/extension.h builds
     assert _precompiled_slot(LEAN_HEADERS, ["-O3"]) is None  # other flags: another compiler state
+    assert _precompiled_slot(LEAN_HEADERS, ["-O2", "-march=native"]) is None
+    if pch.enabled():  # -fopenmp builds (notebook 09's threads) get a slot of their own, never the default's
+        openmp = _precompiled_slot(LEAN_HEADERS, ["-O2", "-fopenmp"])
+        assert openmp is not None and openmp != _precompiled_slot(LEAN_HEADERS, ["-O2"])
+    with pytest.raises(BuildError, match="flag sets"):
+        precompiled_header(["-O3"])
+    with pytest.raises(BuildError, match="flag sets"):
+        precompiled_header("-O2 -fopenmp")  # type: ignore[arg-type]
     assert _precompiled_slot(("ATen/core/Tensor.h",), ["-O2"]) is None  # not the whole lean set
     monkeypatch.setenv(pch.ENV_OFF, "0")
     assert _precompiled_slot(LEAN_HEADERS, ["-O2"]) is None and precompiled_header() is None

@@ -28,6 +28,7 @@ from . import zygote
 
 __all__ = [
     "LEAN_HEADERS",
+    "PRECOMPILED_FLAGS",
     "BuildError",
     "BuildReport",
     "BuildStep",
@@ -47,6 +48,9 @@ ENV_CACHE = "TORCHLENS_BUILD_DIR"
 #: frontend (torch/nn, optimizers, data loaders): several times the headers, several times the time.
 LEAN_HEADERS = ("ATen/core/Tensor.h", "ATen/Parallel.h", "ATen/ops/empty.h", "ATen/ops/empty_like.h",
                 "torch/library.h")
+# The flag sets that get a precompiled state of their own (~300 MB each): the default, and -fopenmp (notebook 09's
+# threaded kernels: _OPENMP changes what ATen/Parallel.h declares, so they cannot share the default's)
+PRECOMPILED_FLAGS: tuple[tuple[str, ...], ...] = (("-O2",), ("-O2", "-fopenmp"))
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?P<kind>fatal error|error|warning): (?P<msg>.*)$")
 
@@ -305,8 +309,9 @@ def _cached(folder: Path) -> tuple[str, bool] | None:
 
 def _precompiled_slot(headers: Sequence[str] | None, flags: Sequence[str]) -> Path | None:
     """Where the precompiled lean headers for a build with these headers and flags live, or None when such a
-    build cannot use them (not the lean set, flags other than the default, precompiling off or not GCC)."""
-    if headers is None or not set(LEAN_HEADERS) <= set(headers) or list(flags) != ["-O2"] or not pch.enabled():
+    build cannot use them (not the lean set, a flag set not in PRECOMPILED_FLAGS, precompiling off or not GCC)."""
+    if headers is None or not set(LEAN_HEADERS) <= set(headers) or tuple(flags) not in PRECOMPILED_FLAGS \
+            or not pch.enabled():
         return None
     env = os.environ.get(pch.ENV_DIR)
     root = Path(env).expanduser() if env else build_dir() / "precompiled"
@@ -488,9 +493,13 @@ TORCH_LIBRARY(tlw_prepare, m) { m.def("twice(Tensor x) -> Tensor", &tlw_prepare_
 """
 
 
-def precompiled_header() -> Path | None:
-    """This machine's precompiled lean headers (the `.gch` file), or None while there are none."""
-    slot = _precompiled_slot(LEAN_HEADERS, ["-O2"])
+def precompiled_header(flags: Sequence[str] = ("-O2",)) -> Path | None:
+    """This machine's precompiled lean headers (the `.gch` file) for builds with these flags (one of
+    PRECOMPILED_FLAGS), or None while there are none."""
+    if isinstance(flags, str) or tuple(flags) not in PRECOMPILED_FLAGS:
+        raise BuildError(f"flags={flags!r}: precompiled headers exist for these flag sets only: "
+                         f"{[list(f) for f in PRECOMPILED_FLAGS]}")
+    slot = _precompiled_slot(LEAN_HEADERS, flags)
     return slot / (pch.HEADER + ".gch") if slot is not None and pch.usable(slot) else None
 
 
