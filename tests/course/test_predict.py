@@ -22,3 +22,12 @@ def test_an_answer_that_claims_equality_is_not_believed_blindly() -> None:
             return "yes"  # truthy, but not True
 
     assert verdict(Claims(), 3) == "not quite"
+
+
+def test_a_dict_of_blanks_is_skipped_and_a_number_can_be_near_enough() -> None:
+    assert verdict({"pointer": None, "accessor": None}, {"pointer": False, "accessor": True}) == "skipped"
+    assert verdict({"pointer": False, "accessor": None}, {"pointer": False, "accessor": True}) == "not quite"
+    assert verdict({}, {"a": 1}) == "not quite"
+    assert verdict(1000, 1133, within=0.25) == "right" and verdict(800, 1133, within=0.25) == "not quite"
+    assert verdict(0.4, 0.37, within=0.25) == "right" and verdict("1133", 1133, within=0.25) == "not quite"
+    assert verdict(True, 1, within=0.25) == "not quite"  # a bool is not a number here
