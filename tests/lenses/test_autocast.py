@@ -104,6 +104,8 @@ def test_bad_input_gets_advice():
             autocast_trace(mixed, device_type="cuda", dtype=torch.float16)
     with pytest.raises(AutocastError, match="float16, bfloat16 or float32"):
         probe_values([1.0], torch.int8)
+    with pytest.raises(AutocastError, match="float8_e4m3fn, float8_e5m2"):
+        probe_values([1.0], torch.float8_e4m3fnuz)
 
 
 def test_probe_values_float16_and_bfloat16():
@@ -116,6 +118,18 @@ def test_probe_values_float16_and_bfloat16():
     b = {p.value: p for p in probe_values([70000.0, 1e-8, 1e-40], torch.bfloat16)}
     assert b[70000.0].outcome == "rounded" and b[70000.0].stored == 70144.0  # bfloat16: float32's range
     assert b[1e-8].outcome == "rounded" and b[1e-40].outcome == "subnormal"
+
+
+def test_probe_values_float8():
+    e4 = {p.value: p for p in probe_values([448.0, 460.0, 464.0, 500.0, math.inf, 2.0**-9, 1e-3, 1e-4],
+                                           torch.float8_e4m3fn)}
+    assert e4[448.0].outcome == "exact" and e4[460.0].outcome == e4[464.0].outcome == "rounded"  # 464: a tie, to 448
+    assert e4[500.0].outcome == "saturated" and e4[500.0].stored == 448.0  # no infinity: clamped to the largest
+    assert e4[math.inf].outcome == "saturated" and e4[math.inf].relative_error == math.inf
+    assert e4[2.0**-9].outcome == "exact" and e4[1e-3].outcome == "subnormal" and e4[1e-4].outcome == "underflow"
+    e5 = {p.value: p for p in probe_values([57344.0, 61440.0, 1e-5, 1e-8], torch.float8_e5m2)}
+    assert e5[57344.0].outcome == "exact" and e5[61440.0].outcome == "overflow"  # e5m2 has infinity
+    assert e5[1e-5].outcome == "subnormal" and e5[1e-8].outcome == "underflow"
 
 
 def test_dtypes_ran_sees_the_backward_and_a_custom_function_without_custom_bwd():

@@ -270,15 +270,21 @@ class ValueProbe:
     value: float
     stored: float
     relative_error: float  # |stored - value| / |value| (0 for 0; inf when the value was lost)
-    outcome: str  # "exact", "rounded", "subnormal" (precision lost), "underflow" (became 0), "overflow" (inf), "not a number"
+    outcome: str  # "exact", "rounded", "subnormal" (precision lost), "underflow" (became 0), "overflow" (inf),
+    # "saturated" (out of range, clamped to the largest finite value: float8_e4m3fn has no infinity), "not a number"
+
+
+_PROBED = (torch.float16, torch.bfloat16, torch.float32, torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def probe_values(values: Sequence[float], dtype: torch.dtype) -> tuple[ValueProbe, ...]:
-    """Store each value in `dtype` (float16, bfloat16, float32) and say what comes back: rounded, subnormal,
-    flushed to zero, or overflowed to infinity."""
-    if dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise AutocastError(f"dtype={dtype}: probe float16, bfloat16 or float32")
+    """Store each value in `dtype` (float16, bfloat16, float32, float8_e4m3fn, float8_e5m2) and say what comes back:
+    rounded, subnormal, flushed to zero, overflowed to infinity, or saturated at the largest finite value."""
+    if dtype not in _PROBED:
+        raise AutocastError(f"dtype={dtype}: probe float16, bfloat16 or float32 (or float8_e4m3fn, float8_e5m2)")
     info = torch.finfo(dtype)
+    # beyond this a value is out of range: rounding to nearest would need the step above the largest finite value
+    edge = info.max + 2.0 ** math.floor(math.log2(info.max)) * info.eps / 2
     try:
         floats = [float(v) for v in values]
     except (OverflowError, TypeError, ValueError) as exc:  # 10**400 does not fit a float64 either
@@ -291,6 +297,8 @@ def probe_values(values: Sequence[float], dtype: torch.dtype) -> tuple[ValueProb
             outcome, err = "not a number", 0.0  # NaN is stored as NaN in every floating dtype
         elif math.isinf(s) and not math.isinf(v):
             outcome, err = "overflow", math.inf
+        elif abs(s) == info.max and abs(v) > edge:
+            outcome, err = "saturated", math.inf if math.isinf(v) else abs(s - v) / abs(v)
         elif s == 0 and v != 0:
             outcome, err = "underflow", math.inf if v else 0.0
         elif s == v:

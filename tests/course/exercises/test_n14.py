@@ -12,6 +12,7 @@ from torchlens_widgets.course.exercises import n14
 HIDDEN_LSE = [(1, 1, 3, 4, 1.0, "float32"), (7, 2, 3, 5, 12.0, "bfloat16")]
 HIDDEN_ACCUMULATE = [(1, (2, 2), 2, 1.0), (600, (5,), 3, 4.0)]
 HIDDEN_BOUND = [("worst case", 1), ("random", 5, 3, 1000, 1), ("negated worst case", 129)]
+HIDDEN_POLICY = [("float64", "float32", True), ("float16", "bfloat16", True), ("float32", "bfloat16", False)]
 
 
 def _lse(forward_decorator=None, backward_decorator=None):  # type: ignore[no-untyped-def]
@@ -53,6 +54,11 @@ def linear_error_bound(x, w):  # type: ignore[no-untyped-def]
     return ((1 + u) ** 3 * (1 + gamma) - 1) * (x.abs() @ w.abs().T)
 
 
+def give_policies(norm, project):  # type: ignore[no-untyped-def]
+    torch.library.register_autocast(norm, "cpu", torch.float32)
+    torch.library.register_autocast(project, "cpu", torch.bfloat16)
+
+
 def test_references_pass_visible_and_hidden_cases(verdict) -> None:  # type: ignore[no-untyped-def]
     assert verdict("14-lse-autocast", lambda c: (n14.lse_autocast(c, ScoreLSE),
                                                  n14.lse_autocast(c, ScoreLSE, hidden=HIDDEN_LSE))) is None
@@ -60,6 +66,8 @@ def test_references_pass_visible_and_hidden_cases(verdict) -> None:  # type: ign
                                                n14.accumulate(c, accumulate, hidden=HIDDEN_ACCUMULATE))) is None
     assert verdict("14-error-bound", lambda c: (
         n14.error_bound(c, linear_error_bound), n14.error_bound(c, linear_error_bound, hidden=HIDDEN_BOUND))) is None
+    assert verdict("14-autocast-policy", lambda c: (
+        n14.policies(c, give_policies), n14.policies(c, give_policies, hidden=HIDDEN_POLICY))) is None
 
 
 def test_missing_decorators_fail_on_the_forward_then_the_backward(verdict) -> None:  # type: ignore[no-untyped-def]
@@ -149,3 +157,44 @@ def test_hidden_failures_do_not_give_the_case_s_shape_or_values_away(verdict) ->
 
     message = verdict("14-error-bound", lambda c: n14.error_bound(c, float16_unit, hidden=HIDDEN_BOUND))
     assert message.startswith("hidden case 1: the real error is above your bound at 1 of 1 entries")
+
+
+def test_policies_fail_on_no_rule_a_wrong_dtype_and_a_kernel_of_one_s_own(verdict) -> None:  # type: ignore[no-untyped-def]
+    message = verdict("14-autocast-policy", lambda c: n14.policies(c, lambda norm, project: None))
+    assert message.startswith("float32 inputs, under CPU autocast: project's kernel received x, w, rows in float32, "
+                              "float32, int64; under autocast it should get bfloat16, bfloat16, int64")
+
+    def norm_only(norm, project):  # type: ignore[no-untyped-def]
+        torch.library.register_autocast(norm, "cpu", torch.float32)
+        torch.library.register_autocast(project, "cpu", torch.float32)
+
+    assert "project's kernel received x, w, rows in float32" in verdict(
+        "14-autocast-policy", lambda c: n14.policies(c, norm_only))
+
+    def own_kernel(norm, project):  # type: ignore[no-untyped-def]
+        torch.library.register_kernel(norm, "cpu", lambda x: x.float().pow(2).sum(-1).sqrt())
+        torch.library.register_autocast(project, "cpu", torch.bfloat16)
+
+    assert "the operators' own kernels did not run (they ran: project)" in verdict(
+        "14-autocast-policy", lambda c: n14.policies(c, own_kernel))
+
+
+def test_a_wrong_hidden_policy_case_is_numbered_without_the_expected_dtypes(verdict) -> None:  # type: ignore[no-untyped-def]
+    # a hand-written AutocastCPU kernel for norm that casts float64 down too (an autocast rule leaves float64 alone)
+    lib_ops = []
+
+    def hand_rule(norm, project):  # type: ignore[no-untyped-def]
+        namespace, name = norm.split("::")
+        op = getattr(getattr(torch.ops, namespace), name).default
+        lib = torch.library.Library(namespace, "IMPL")
+        lib_ops.append(lib)
+
+        def cast_all(x):  # type: ignore[no-untyped-def]
+            with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCPU)):
+                return op(x.float())
+
+        lib.impl(name, cast_all, "AutocastCPU")
+        torch.library.register_autocast(project, "cpu", torch.bfloat16)
+
+    message = verdict("14-autocast-policy", lambda c: n14.policies(c, hand_rule, hidden=HIDDEN_POLICY))
+    assert message.startswith("hidden case 1: norm's kernel received x in float32\n") and "should get" not in message

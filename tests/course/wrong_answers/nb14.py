@@ -40,6 +40,10 @@ def _bound(body: str) -> str:
     return f"def linear_error_bound(x, w):\n{body}\n"
 
 
+def _policies(body: str) -> str:
+    return f"def give_policies(norm, project):\n{body}\n"
+
+
 WRONG = {
     "14-lse-autocast": [
         Wrong("no decorators: the forward is lowered", _lse("", ""), "your forward returned bfloat16"),
@@ -175,5 +179,29 @@ def linear_error_bound(x, w):
     out._inputs = (x, w)
     return out
 """, "expected a plain torch.Tensor, got _Measured", gaming=True),
+    ],
+    "14-autocast-policy": [
+        Wrong("registers nothing: custom operators are on no list", _policies("    pass"),
+              "project's kernel received x, w, rows in float32, float32, int64"),
+        Wrong("both raised to float32", _policies("""    torch.library.register_autocast(norm, "cpu", torch.float32)
+    torch.library.register_autocast(project, "cpu", torch.float32)"""), "project's kernel received x, w, rows in float32"),
+        Wrong("the two dtypes swapped", _policies("""    torch.library.register_autocast(norm, "cpu", torch.bfloat16)
+    torch.library.register_autocast(project, "cpu", torch.float32)"""), "norm's kernel received x in bfloat16"),
+        Wrong("rules for CUDA's autocast, not the CPU's", _policies("""    torch.library.register_autocast(norm, "cuda", torch.float32)
+    torch.library.register_autocast(project, "cuda", torch.bfloat16)"""), "project's kernel received x, w, rows in float32"),
+        Wrong("float16 for the projection", _policies("""    torch.library.register_autocast(norm, "cpu", torch.float32)
+    torch.library.register_autocast(project, "cpu", torch.float16)"""), "project's kernel received x, w, rows in float16"),
+        Wrong("kernels of its own that cast whenever autocast is on", _policies("""    def own_norm(x):
+        if torch.is_autocast_enabled("cpu"):
+            x = x.float()
+        return x.pow(2).sum(-1).sqrt()
+
+    def own_project(x, w, rows):
+        if torch.is_autocast_enabled("cpu"):
+            x, w = x.bfloat16(), w.bfloat16()
+        return x[rows] @ w.T
+
+    torch.library.register_kernel(norm, "cpu", own_norm)
+    torch.library.register_kernel(project, "cpu", own_project)"""), "the operators' own kernels did not run", gaming=True),
     ],
 }

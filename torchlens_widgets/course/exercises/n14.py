@@ -1,5 +1,6 @@
 """Notebook 14 (mixed precision): an autograd Function that stays float32 under autocast, forward and backward; a
-running total kept in the right dtype; and a bound on the error of a bfloat16 linear.
+running total kept in the right dtype; a bound on the error of a bfloat16 linear; and autocast policies for two
+custom operators.
 
 Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
 again with `hidden=...` (see `exercises.__init__`). Every tensor an answer returns must be a plain `torch.Tensor`
@@ -9,6 +10,7 @@ import: an answer's own `.double()` is never called.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -24,7 +26,7 @@ from ._cases import named
 if TYPE_CHECKING:
     from ..checks import Check
 
-__all__ = ["accumulate", "error_bound", "lse_autocast"]
+__all__ = ["accumulate", "error_bound", "lse_autocast", "policies"]
 
 # captured at import, before any answer cell runs: what the check reads answers with
 _Tensor = torch.Tensor
@@ -32,9 +34,12 @@ _detach = torch.Tensor.detach
 _to_double = torch.Tensor.double
 _to_float = torch.Tensor.float
 _vars = vars
+_clock = time.perf_counter_ns  # captured at import: a fresh operator per run whatever the learner rebinds
+_custom_op = torch.library.custom_op
 _autocast_on = torch.is_autocast_enabled
 _autocast_dtype = torch.get_autocast_dtype
-_DTYPES = MappingProxyType({"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64})
+_DTYPES = MappingProxyType({"float32": torch.float32, "bfloat16": torch.bfloat16, "float64": torch.float64,
+                            "float16": torch.float16})
 
 
 def _plain(c: Check, t: Any, what: str, hint: Any) -> torch.Tensor:
@@ -345,3 +350,91 @@ def error_bound(c: Check, answer: Any, hidden: Iterable[tuple[Any, ...]] | None 
         ratio = (bound / holds.clamp_min(1e-300)).max().item()
         c.that(ratio <= 1.5, f"{label}: your bound is {ratio:.2f} times a bound that holds (at most 1.5 allowed)",
                TIGHT_HINTS)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exercise 4 · Autocast policies for two custom operators
+
+POLICY_HINTS = (
+    "under autocast a custom operator is on no list: its kernel gets whatever dtypes it is called with. torch.library "
+    "can give an operator an autocast rule of its own, per device type",
+    "read help(torch.library) for the function whose name starts with register_ and ends with autocast: it takes the "
+    "operator's name, the device type autocast runs on here, and the one dtype floating inputs are cast to",
+    "one registration per operator: the norm's floating inputs go up to float32, the projection's down to the dtype "
+    "CPU autocast lowers to by default (section 2); integer inputs and float64 are left alone by such a rule",
+)
+KERNEL_HINTS = ("the operators' own kernels must run, with the inputs autocast hands them: give each operator an "
+                "autocast rule, do not register a kernel of your own",)
+# (dtype name of x, dtype name of w, autocast on)
+POLICY_VISIBLE = MappingProxyType({
+    "float32 inputs, under CPU autocast": ("float32", "float32", True),
+    "bfloat16 inputs, under CPU autocast": ("bfloat16", "bfloat16", True),
+    "float32 inputs, no autocast": ("float32", "float32", False),
+    "bfloat16 inputs, no autocast": ("bfloat16", "bfloat16", False),
+})
+
+
+def _policy_operators(received: list[tuple[str, tuple[torch.dtype, ...]]]) -> tuple[str, str, Any, Any]:
+    """Two fresh operators (new names on every run): `norm(x)`, each row's length, and `project(x, w, rows)`,
+    rows of x times w.T; each kernel notes the dtypes it received in `received`. Their names, and the operators
+    themselves, taken before any answer runs (not looked up in `torch.ops` afterwards)."""
+    stamp = _clock()
+    norm_name, project_name = f"tlw_norm_{stamp}::norm", f"tlw_project_{stamp}::project"
+
+    def norm(x: torch.Tensor) -> torch.Tensor:
+        received.append(("norm", (x.dtype,)))
+        return x.pow(2).sum(-1).sqrt()
+
+    def project(x: torch.Tensor, w: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        received.append(("project", (x.dtype, w.dtype, rows.dtype)))
+        wide = torch.promote_types(x.dtype, w.dtype)
+        return x[rows].to(wide) @ w.T.to(wide)
+
+    norm_op = _custom_op(norm_name, mutates_args=())(norm)._opoverload
+    project_op = _custom_op(project_name, mutates_args=())(project)._opoverload
+    return norm_name, project_name, norm_op, project_op
+
+
+def _expected_arrival(dtype: torch.dtype, to: torch.dtype, autocast: bool) -> torch.dtype:
+    """What a CPU autocast rule casting to `to` hands the kernel: floating inputs but float64 cast, under autocast."""
+    return to if autocast and dtype.is_floating_point and dtype is not torch.float64 else dtype
+
+
+def _name_dtype(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def policies(c: Check, answer: Any, hidden: Iterable[tuple[Any, ...]] | None = None) -> None:
+    """`give_policies(norm, project)`: given two custom operators' qualified names, register autocast rules so that
+    under CPU autocast `norm`'s floating inputs arrive in float32 and `project`'s in bfloat16 (its int64 `rows` and
+    float64 inputs untouched), and outside autocast both kernels get their inputs as called. The operators are new on
+    every run, and their own kernels must run. Hidden cases: (x's dtype, w's dtype, autocast on)."""
+    received: list[tuple[str, tuple[torch.dtype, ...]]] = []
+    norm_name, project_name, norm_op, project_op = _policy_operators(received)
+    give = c.watch(answer, "give_policies", hint=POLICY_HINTS)
+    give(norm_name, project_name)
+    secret = hidden is not None
+    for label, (_, case) in named(_unnamed(hidden), tuple(POLICY_VISIBLE.items()), _name):
+        x_name, w_name, on = case
+        g = torch.Generator().manual_seed(len(received))
+        x = torch.randn(5, 8, generator=g).to(_DTYPES[x_name])
+        w = torch.randn(3, 8, generator=g).to(_DTYPES[w_name])
+        rows = torch.tensor([4, 0, 2])
+        received.clear()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=on):
+            norm_op(x)
+            project_op(x, w, rows)
+        ran = dict(received)
+        c.that(set(ran) == {"norm", "project"} and len(received) == 2, f"{label}: the operators' own kernels "
+               f"did not run (they ran: {', '.join(n for n, _ in received) or 'none'}); something else answered "
+               "the calls", KERNEL_HINTS)
+        where = "under autocast" if on else "outside autocast"
+        want = _expected_arrival(x.dtype, torch.float32, on)
+        c.that(ran["norm"] == (want,), f"{label}: norm's kernel received x in {_name_dtype(ran['norm'][0])}"
+               + ("" if secret else f"; {where} it should get {_name_dtype(want)}"), POLICY_HINTS)
+        want3 = (_expected_arrival(x.dtype, torch.bfloat16, on), _expected_arrival(w.dtype, torch.bfloat16, on),
+                 torch.int64)
+        got3 = ran["project"]
+        c.that(got3 == want3, f"{label}: project's kernel received x, w, rows in "
+               + ", ".join(map(_name_dtype, got3)) + ("" if secret else f"; {where} it should get "
+                                                       + ", ".join(map(_name_dtype, want3))), POLICY_HINTS)
