@@ -184,7 +184,8 @@ def capstone_dp_step(rec: Any, *, source: str, op_name: str = "define_fused_op",
                      seed: int = 0, iterations: int = 2) -> dict[str, Any]:
     """Grade the capstone's data-parallel stage (exercise 20-data-parallel). Runs DDP on the original
     `capstone.GatedBlock` (d, h = `sizes`) over this rank's batches first, before any learner code; then execs
-    `source` (the learner's `define_fused_op(name)` and `average_gradients(model, all_reduce, world_size)`) in a
+    `source` (an operator's `define_fused_op(name)` — the check's own, since the capstone's operator is C++ — and the
+    learner's `average_gradients(model, all_reduce, world_size)`) in a
     fresh namespace holding `torch`, `F` and `Tensor`, registers the operator under a namespace of this process,
     builds the same block with it as the activation and, for each iteration, runs forward and backward, then
     calls `average_gradients` once. Returns per iteration the largest |grad - DDP grad|, the ratio of summed

@@ -1,9 +1,10 @@
-"""Notebook 20 (the capstone): read the profile, a fused operator, one graph with no break, one all-reduce bucket on
-two (or three) ranks, and the end-to-end gain.
+"""Notebook 20 (the capstone): read the profile, a single-pass C++ operator with a fake and an autograd formula, a
+guarded loss rewritten with no graph break, one all-reduce bucket on two (or three) ranks, and the end-to-end gain.
 
 Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
-again with `hidden=...` (see `exercises.__init__`). The stages that use the learner's operator register it afresh
-on every run (`_fresh_op`), under a namespace of their own.
+again with `hidden=...` (see `exercises.__init__`). Stage 2 builds the learner's C++ (`c.build`, cached per source)
+and registers the learner's operator afresh on every run, under a namespace of its own; its kernel is refused if it
+calls ATen (imported symbols, and the profiler on every case), as notebook 09's are.
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ import torch.nn.functional as F
 from ...lenses import capstone
 from ...lenses import distributed_scenarios as scenarios
 from ...lenses.distributed import RankFailed, RankTimeout, run_ranks
-from ...lenses.fusion import vector_isa
+from ...lenses.fusion import time_all, vector_isa
 from ...lenses.memory import profile_memory
 from ...lenses.meters import SavedMeter
 from ...lenses.profile import record_profile
 from ...lenses.timing import one_thread, steady_heap
-from ._cases import named
+from ._cases import errors_by_type, named
 
 if TYPE_CHECKING:
     from ..checks import Check
@@ -90,36 +91,47 @@ def hot_spot(c: Check, answer: Any, hidden: Iterable[tuple[int, int, int]] | Non
 
 
 FUSED_HINTS = (
-    "start from notebook 11: custom_op with the name you are given, a fake registered on it, and register_autograd "
-    "with a setup_context that saves what backward needs; the failing property is named above",
-    "the kernel: PyTorch's own GELU is one operation, and the gate can be multiplied into its result in place; the "
-    "fake: an empty tensor laid out as that result (empty_like keeps the input's layout); backward: aten has a "
-    "gelu_backward(grad, input), and the gradient for v is the GELU itself times grad",
-    "save only u and v in setup_context; recompute anything else in backward",
+    "two parts: GELU_GATE_SOURCE is the C++ kernel (one loop over the elements, as notebook 09's relu_loop: read u and "
+    "v where they lie, write a new tensor); define_fused_op(name, kernel) wraps the built kernel in custom_op, with a "
+    "fake and register_autograd as in notebook 11; the failing property is named above",
+    "the kernel: allocate the result contiguous, then one loop that reads u[i] and v[i] through each tensor's strides "
+    "(an odometer of indices, or a fast path when both are contiguous) and writes 0.5 u (1 + erf(u / sqrt 2)) v; "
+    "template it on the element type for float and double. The fake: a new tensor laid out as the kernel's result "
+    "(contiguous), not as u",
+    "backward: save only u and v in setup_context and recompute the GELU there; aten has gelu_backward(grad, input) for "
+    "the u side, and v's gradient is GELU(u) times grad",
 )
-STAGE2_HINTS = ("pass stage 2's check first: the later stages register your operator with define_fused_op",)
-# Python numbers are not a fused kernel: reading elements out of the tensors hides the work from the op count
-SCALAR_ESCAPES = (torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.__float__)
+FUSED_ALLOWED = frozenset({"aten::empty", "aten::empty_like", "aten::empty_strided"})
+FUSED_RULE = "compute in your own loop; only allocation is allowed (no ATen op, no contiguous copy)"
+FUSED_SCHEMA = MappingProxyType({"gelu_gate": "gelu_gate(Tensor u, Tensor v) -> Tensor"})
+FUSED_PROBE = ("OPS.gelu_gate(torch.randn(3, 4), torch.randn(3, 4)); OPS.gelu_gate(torch.randn(4, 3).t(), "
+               "torch.randn(4, 3).t()); OPS.gelu_gate(torch.randn(2, 6, dtype=torch.float64)[:, ::2], "
+               "torch.randn(2, 6, dtype=torch.float64)[:, ::2])")
+STAGE2_HINTS = ("pass stage 2's check first",)
 
 
-def _fresh_op(c: Check, define: Any, stage: str, hint: Any) -> tuple[Any, str]:
-    """The learner's operator, registered by `define(name)` under a namespace no earlier run used: (op, name)."""
-    c.that(callable(define), "define_fused_op should be a function" if stage == "" else
-           f"define_fused_op (stage 2) should be a function; {stage}", hint)
+def _built_op(c: Check, source: Any, define: Any, secret: bool) -> tuple[Any, str, str]:
+    """The learner's C++ kernel built (cached per source) and checked for ATen calls in its code, then wrapped by
+    `define(name, kernel)` under a namespace no earlier run used: (op, its name, the kernel's profiler event)."""
+    report = c.build("gelu_gate", source, register=dict(FUSED_SCHEMA), hint=FUSED_HINTS,
+                     probe=None if secret else FUSED_PROBE)
+    from .n09 import _only_allowed_calls  # the symbol reader of notebook 09's checks
+
+    _only_allowed_calls(c, "gelu_gate", report, FUSED_ALLOWED, FUSED_RULE, FUSED_HINTS)
+    kernel = c.ops.gelu_gate.default
+    c.that(callable(define), "define_fused_op should be a function", FUSED_HINTS)
     ns = f"tlw_capstone_{os.getpid()}_{_clock_ns()}"
     name = f"{ns}::gelu_gate"
     try:
-        define(name)
+        define(name, kernel)
     except NotImplementedError:
         raise
     except Exception as exc:
-        c.fail(f"define_fused_op({name!r}) raised {type(exc).__name__}: {exc}" if stage == "" else
-               f"define_fused_op (stage 2) raised {type(exc).__name__}: {exc}", hint)
+        c.fail(f"define_fused_op({name!r}, kernel) raised {type(exc).__name__}: {exc}", FUSED_HINTS)
     op: Any = getattr(getattr(torch.ops, ns), "gelu_gate", None)
-    c.that(op is not None, "define_fused_op(name) did not register an operator called 'gelu_gate' in the namespace "
-           "it was given: pass `name` to torch.library.custom_op" if stage == "" else
-           "define_fused_op (stage 2) did not register its operator under the name it was given; " + stage, hint)
-    return op.default, name
+    c.that(op is not None, "define_fused_op(name, kernel) did not register an operator called 'gelu_gate' in the "
+           "namespace it was given: pass `name` to torch.library.custom_op", FUSED_HINTS)
+    return op.default, name, f"{c.ops.name}::gelu_gate"
 
 
 def _inputs(kind: str, seed: int, shape: tuple[int, ...], dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -129,12 +141,15 @@ def _inputs(kind: str, seed: int, shape: tuple[int, ...], dtype: torch.dtype) ->
         return a.t(), b.t()
     if kind == "sliced":
         return a[:, ::2], b[:, ::2]
+    if kind == "mixed":   # u column-major, v every other column of a wider tensor: each through its own strides
+        return a.t().contiguous().t(), torch.cat([b, b], 1)[:, ::2]
     return a, b
 
 
 # (layout, seed, shape, dtype name) of the operator's value / gradient / opcheck cases
-FUSED_CASES = (("contiguous", 1, (6, 5), "float32"), ("transposed", 2, (6, 5), "float32"))
-FUSED_SIZES = ((256, 256),)   # rows x cols of the fused-kernel and saved-bytes measurements
+FUSED_CASES = (("contiguous", 1, (6, 5), "float32"), ("transposed", 2, (6, 5), "float32"),
+               ("sliced", 3, (4, 10), "float64"))
+FUSED_SIZES = ((256, 256),)   # rows x cols of the saved-bytes measurement and the call made twice
 _DTYPES = MappingProxyType({"float32": torch.float32, "float64": torch.float64})
 
 
@@ -161,11 +176,29 @@ def _compare(c: Check, got: Any, want: Any, label: str, what: str, rel_tol: floa
         c.that(wrong is None, f"{label}: {what}{part} {wrong}", FUSED_HINTS)
 
 
-def _op_case(c: Check, op: Any, label: str, case: tuple[Any, ...], hidden: bool) -> None:
+def _op_case(c: Check, op: Any, event: str, label: str, case: tuple[Any, ...], hidden: bool) -> None:
+    from .n09 import _recorder  # torch's legacy profiler, as notebook 09's checks use it: it sees inside C++
+
     kind, seed, shape, dtype_name = case
     dtype = _DTYPES[dtype_name]
     u, v = _inputs(kind, seed, tuple(shape), dtype)
-    _compare(c, op(u, v), capstone.gelu_gate(u, v), label, "gelu_gate", 1e-5, hidden)
+    c.that(True, "")  # the guard: torch as imported, no modes left on
+    try:
+        with _recorder()() as prof:
+            got = op(u, v)
+    except Exception as exc:  # a TORCH_CHECK of its own, or another error, on an input it must take
+        said = type(exc).__name__ if hidden else f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+        c.fail(f"your operator on {label} raised {said}; it must accept this input", FUSED_HINTS)
+    names = [ev.name for ev in prof.function_events]
+    c.that(any(n.endswith("::gelu_gate") for n in names), "the check's profiler did not see your operator run: "
+           "something in this kernel switched torch's profiler off or replaced it. Remove that line (or restart the "
+           "kernel), then run this check again.")
+    c.that(event in names, f"your operator never called the kernel built from GELU_GATE_SOURCE on {label}: "
+           "define_fused_op must wrap the `kernel` it is given", FUSED_HINTS)
+    ran = {n for n in names if n.startswith("aten::")}
+    c.that(ran <= FUSED_ALLOWED, f"your operator ran {', '.join(sorted(ran - FUSED_ALLOWED))} on {label}: "
+           f"{FUSED_RULE}", FUSED_HINTS)
+    _compare(c, got, capstone.gelu_gate(u, v), label, "gelu_gate", 1e-5, hidden)
     ug, vg = u.detach().clone().requires_grad_(), v.detach().clone().requires_grad_()
     ur, vr = u.detach().clone().requires_grad_(), v.detach().clone().requires_grad_()
     grad = torch.randn(tuple(u.shape), generator=torch.Generator().manual_seed(seed + 1), dtype=dtype)
@@ -202,13 +235,8 @@ def _stashed_bytes(node: Any, saved: set[Any]) -> int:
     return total
 
 
-def _fused(c: Check, op: Any, label: str, rows: int, cols: int, hidden: bool) -> None:
+def _saved(c: Check, op: Any, label: str, rows: int, cols: int, hidden: bool) -> None:
     u, v = _inputs("contiguous", 7, (rows, cols), torch.float32)
-    forward = c.watch(op, "your operator's forward", forbid=SCALAR_ESCAPES, hint=FUSED_HINTS)
-    _compare(c, forward(u, v), capstone.gelu_gate(u, v), label, "gelu_gate", 1e-5, hidden)
-    ran = [o for o in c.ops_inside(op, u, v) if o.startswith("aten::")]
-    c.that(len(ran) <= 3, f"the forward of your operator ran {len(ran)} aten operations on {label} "
-           f"({', '.join(ran[:12])}{', ...' if len(ran) > 12 else ''}): a fused kernel runs at most 3", FUSED_HINTS)
     ug, vg = u.clone().requires_grad_(), v.clone().requires_grad_()
     with SavedMeter(inputs=[ug, vg]) as meter:
         out = op(ug, vg)
@@ -235,11 +263,15 @@ def _fused(c: Check, op: Any, label: str, rows: int, cols: int, hidden: bool) ->
              "the gradient of a first call, backward run after a second call,", 1e-4, True)
 
 
-def fused_op(c: Check, define: Any, hidden: Iterable[tuple[Any, ...]] | None = None) -> None:
-    """`define_fused_op(name)`: registers GELU(u) * v as a custom operator with a fake and an autograd formula; its
-    values, gradients and opcheck on each case, at most 3 aten ops forward and no more than its inputs saved.
-    Hidden cases: (layout, seed, shape, dtype name) for values, or (rows, cols) for the fused measurements."""
-    op, _ = _fresh_op(c, define, "", FUSED_HINTS)
+def fused_op(c: Check, source: Any, define: Any, hidden: Iterable[tuple[Any, ...]] | None = None) -> dict[str, float]:
+    """`GELU_GATE_SOURCE` and `define_fused_op(name, kernel)`: a C++ kernel computing GELU(u) * v in one loop that
+    reads strided float32 / float64 inputs where they lie (no aten op but allocation: in its compiled code, and
+    profiled on every case), wrapped as a custom operator with a fake and an autograd formula; its values,
+    gradients and opcheck on each case, and no more than its inputs saved. Hidden cases: (layout, seed, shape,
+    dtype name) for values, or (rows, cols) for the saved-bytes measurement. One build serves every case. The
+    visible run returns the operator's time and the two-pass op's (F.gelu(u).mul_(v)) on 1024 x 1024 float32, in ms,
+    one thread, alternating, the better of two rounds."""
+    op, _, event = _built_op(c, source, define, hidden is not None)
     visible = [*FUSED_CASES, *FUSED_SIZES]
 
     def describe(case: tuple[Any, ...]) -> str:
@@ -249,59 +281,85 @@ def fused_op(c: Check, define: Any, hidden: Iterable[tuple[Any, ...]] | None = N
 
     for label, case in named(hidden, visible, describe):
         if len(case) == 2:
-            _fused(c, op, label, *case, hidden is not None)
+            _saved(c, op, label, *case, hidden is not None)
         else:
-            _op_case(c, op, label, case, hidden is not None)
+            _op_case(c, op, event, label, case, hidden is not None)
+    if hidden is not None:
+        return {}
+    u, v = _inputs("contiguous", 11, (1024, 1024), torch.float32)
+    rounds = [time_all(lambda: op(u, v), lambda: F.gelu(u).mul_(v), repeat=7) for _ in range(2)]
+    return {"kernel_ms": min(r[0] for r in rounds), "two_pass_ms": min(r[1] for r in rounds)}
 
 
 BREAK_HINTS = (
-    "a graph break comes from something Dynamo cannot put in a graph: a tensor turned into a Python number or "
-    "printed, an `if` on a tensor's value, a call Dynamo cannot trace; the operator itself compiles only if it has "
-    "a fake (stage 2)",
-    "write the loss as one expression of tensor operations: the two projections, your operator on them, the down "
-    "projection plus the residual, and the mean squared error; return the tensor",
+    "a graph break comes from something Dynamo cannot put in a graph: a tensor turned into a Python bool or number "
+    "(an `if` on a tensor, .item(), print); the guard in guarded_loss is one",
+    "keep the test but leave it a tensor: compute whether the activation is all finite as a 0-d bool tensor and "
+    "return it next to the loss; the caller decides what to do with it, outside the compiled code",
 )
-# (d, h, rows, seed): the blocks and batches fused_loss is compiled for
-BREAK_CASES = ((16, 64, 32, 0),)
+# (d, h, rows, seed, poisoned): the blocks and batches checked_loss is compiled for; poisoned: one gate bias is inf
+BREAK_CASES = ((16, 64, 32, 0, False), (8, 32, 16, 1, True))
 
 
-def no_break(c: Check, answer: Any, define: Any, hidden: Iterable[tuple[int, int, int, int]] | None = None) -> None:
-    """`fused_loss(model, op, x, y)`: one graph, no break, the learner's operator in it and not the chain's erf, and
-    the original loss in eager mode and compiled (hidden: more (d, h, rows, seed) blocks)."""
+def _poisoned(d: int, h: int, seed: int, poisoned: bool) -> Any:
+    model = capstone.GatedBlock(d, h, seed=seed)
+    if poisoned:
+        with torch.no_grad():
+            model.gate.bias[h // 3] = float("inf")
+    return model
+
+
+def _flag_ok(c: Check, got: Any, want: torch.Tensor, label: str, what: str, hidden: bool) -> None:
+    said = type(got).__name__ if type(got) is not torch.Tensor else (
+        f"a {got.ndim}-d {str(got.dtype).replace('torch.', '')} tensor" if hidden else
+        f"{str(got.dtype).replace('torch.', '')} of shape {tuple(got.shape)}")
+    c.that(type(got) is torch.Tensor and got.dtype == torch.bool and got.ndim == 0,
+           f"{what} ({label}): the second value should be a 0-d bool tensor, got {said}", BREAK_HINTS)
+    c.equal(bool(got), bool(want), what=f"{what}: is the activation finite ({label})", hint=BREAK_HINTS)
+
+
+def no_break(c: Check, answer: Any, hidden: Iterable[tuple[Any, ...]] | None = None) -> None:
+    """`checked_loss(model, x, y)`: the original loss and a 0-d bool tensor saying whether the activation was all
+    finite, in one graph with no break; values in eager mode and compiled (hidden: more (d, h, rows, seed,
+    poisoned) blocks)."""
     from ...lenses.graph_breaks import graph_breaks  # imports torch._dynamo (seconds): only where a check compiles
 
-    c.that(callable(answer), "fused_loss should be a function", BREAK_HINTS)
-    op, name = _fresh_op(c, define, "pass stage 2's check first", BREAK_HINTS)
-    mine = c.watch(answer, "fused_loss")
-    for label, (d, h, n, seed) in named(hidden, BREAK_CASES, lambda k: f"a {k[0]} -> {k[1]} -> {k[0]} block on "
-                                                                          f"{k[2]} rows"):
-        model = capstone.GatedBlock(d, h, seed=seed)
+    c.that(callable(answer), "checked_loss should be a function", BREAK_HINTS)
+    mine = c.watch(answer, "checked_loss")
+    for label, (d, h, n, seed, poisoned) in named(hidden, BREAK_CASES, lambda k: f"a {k[0]} -> {k[1]} -> {k[0]} "
+                                                  f"block on {k[2]} rows" + (", one gate bias inf" if k[4] else "")):
+        model = _poisoned(d, h, seed, poisoned)
         x, y = capstone.batch(seed, n, d)
+        with torch.no_grad():
+            u = model.gate(x)
+            act = capstone.gelu_gate(u, model.up(x))
+            want_loss = F.mse_loss(x + model.down(act), y)
+            want_flag = torch.isfinite(act).all()
 
         def loss_of(a: torch.Tensor, b: torch.Tensor, model: Any = model) -> Any:
-            return answer(model, op, a, b)
+            return answer(model, a, b)
 
         report = graph_breaks(loss_of, x, y)
         error = report.error if hidden is None else str(report.error).split(":")[0]   # Dynamo's text names sizes
-        c.that(report.error is None, f"compiling fused_loss ({label}) failed: {error}", BREAK_HINTS)
-        c.equal((report.graphs, report.graph_breaks), (1, 0), what=f"(graphs, graph breaks) of fused_loss ({label})",
-                hint=BREAK_HINTS)
-        c.that(report.calls(name), f"the compiled graph does not call your operator ({label}); it calls "
-               f"{', '.join(report.ops[0]) if report.ops else 'nothing'}", BREAK_HINTS)
-        c.that(not any(o in ("erf", "aten::erf") for g in report.ops for o in g),
-               f"the compiled graph still runs the chain's erf ({label}): use the operator instead", BREAK_HINTS)
-        with torch.no_grad():
-            want = F.mse_loss(capstone.GatedBlock(d, h, seed=seed)(x), y)
-        c.equal(c.tensor(mine(model, op, x, y), f"fused_loss ({label})").detach(), want, rel_tol=1e-5,
-                what=f"fused_loss ({label})", hint=BREAK_HINTS)
-        # what Dynamo runs, not only what eager runs (torch.compiler.is_compiling() could tell them apart)
+        c.that(report.error is None, f"compiling checked_loss ({label}) failed: {error}", BREAK_HINTS)
+        c.equal((report.graphs, report.graph_breaks), (1, 0), what=f"(graphs, graph breaks) of checked_loss "
+                f"({label})", hint=BREAK_HINTS)
+        with errors_by_type(c, label, hidden is not None):
+            eager_result = mine(model, x, y)
+        # what Dynamo runs, not only what eager runs (torch.compiler.is_compiling() tells them apart)
         torch._dynamo.reset()
         try:
-            compiled = torch.compile(loss_of, backend="eager", fullgraph=True)(x, y)
+            compiled_result = torch.compile(loss_of, backend="eager", fullgraph=True)(x, y)
         finally:
             torch._dynamo.reset()
-        c.equal(c.tensor(compiled, f"compiled fused_loss ({label})").detach(), want, rel_tol=1e-5,
-                what=f"compiled fused_loss ({label})", hint=BREAK_HINTS)
+        for how, result in (("checked_loss", eager_result), ("compiled checked_loss", compiled_result)):
+            c.that(isinstance(result, tuple) and len(result) == 2, f"{how} ({label}) should return (loss, finite), "
+                   f"got {type(result).__name__}", BREAK_HINTS)
+            loss, flag = result
+            _flag_ok(c, flag, want_flag, label, how, hidden is not None)
+            if not poisoned:
+                c.equal(c.tensor(loss, f"{how} ({label})").detach(), want_loss, rel_tol=1e-5,
+                        what=f"the loss of {how} ({label})", hint=BREAK_HINTS)
 
 
 DP_HINTS = (
@@ -364,28 +422,53 @@ def _no_reduce(tensor: Any) -> None:
     """The all_reduce of a world of one rank: nothing to add."""
 
 
-def data_parallel(c: Check, answer: Any, define: Any,
-                  hidden: Iterable[tuple[Any, ...]] | None = None) -> None:
+# the operator each rank registers: the check's own (a Python custom op), so that no rank has to build C++
+DP_OPERATOR = """
+def define_fused_op(name):
+    @torch.library.custom_op(name, mutates_args=())
+    def gelu_gate(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.gelu(u).mul_(v)
+
+    @gelu_gate.register_fake
+    def _(u, v):
+        return torch.empty_like(u)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx, grad):
+        u, v = ctx.saved_tensors
+        return torch.ops.aten.gelu_backward(grad * v, u), F.gelu(u).mul_(grad)
+
+    gelu_gate.register_autograd(backward, setup_context=setup_context)
+    return gelu_gate
+"""
+
+
+def data_parallel(c: Check, answer: Any, hidden: Iterable[tuple[Any, ...]] | None = None) -> None:
     """`average_gradients(model, all_reduce, world_size)`: every gradient averaged over the ranks with one all_reduce
-    of all of them, on real ranks running the learner's operator (hidden: ((d, h), rows, iterations, world size))."""
+    of all of them, on real ranks running a custom operator as the activation (hidden: ((d, h), rows, iterations,
+    world size))."""
     c.that(callable(answer), "average_gradients should be a function", DP_HINTS)
     mine = c.watch(answer, "average_gradients")
     local = capstone.GatedBlock(4, 6)
     F.mse_loss(local(torch.ones(2, 4)), torch.zeros(2, 4)).backward()
     mine(local, _no_reduce, 1)   # once here first: an error surfaces quickly
-    source = _source_of(c, define, "define_fused_op") + "\n\n" + _source_of(c, answer, "average_gradients")
+    source = _dedent(DP_OPERATOR) + "\n\n" + _source_of(c, answer, "average_gradients")
     for label, case in named(hidden, DP_CASES, lambda k: f"a block {k[0][0]} -> {k[0][1]} -> {k[0][0]}, {k[1]} rows "
                                                          f"per rank"):
         _dp_case(c, source, label, case, hidden is not None)
 
 
 E2E_HINTS = (
-    "the step must do all of capstone.step's work (clear the gradients, loss, backward, return the loss) with your "
-    "operator, inside a compiled function; the failing property is named above",
-    "compile fused_loss once with torch.compile, outside the step function, and call the compiled function in every "
-    "step; zero the gradients with set_to_none=True and run backward on the loss it returns",
+    "the step must do all of capstone.step's work (clear the gradients, loss, backward, return the loss) inside a "
+    "compiled function, and be as fast as the measurements of section 3 say the best of the four can be; the failing "
+    "property is named above",
+    "section 3 measured it: which of the four ways ran the activation fastest, and what an opaque operator costs the "
+    "compiler; stage 3's loss is already one graph. Compile it once, outside the step, zero the gradients with "
+    "set_to_none=True and run backward on the loss it returns",
 )
-E2E_TARGET, E2E_BUDGET = 1.25, 0.6
+E2E_TARGET, E2E_BUDGET = 1.8, 0.6
 E2E_TIMED_BATCHES = 32   # distinct batches for the timed steps: each timed call gets one it has not seen
 
 
@@ -401,20 +484,19 @@ def _same_as_original(c: Check, loss: Any, model: Any, reference: Any, want: Any
         c.equal(p.grad, q.grad, rel_tol=1e-4, abs_tol=1e-6, what=what(f"the gradient of {n}"), hint=E2E_HINTS)
 
 
-def end_to_end(c: Check, answer: Any, define: Any, hidden: Iterable[int] | None = None) -> dict[str, float]:
-    """`make_fast_step(model, op)`: a compiled step with the learner's operator that gives the original loss and
-    gradients, is at least E2E_TARGET x as fast as `capstone.step` and peaks at E2E_BUDGET of its memory. Every timed
-    step runs on a batch of its own and its loss is compared with the original step's on that batch. Hidden: more
-    batch seeds to check after the timing. Returns the ratio and the memory fraction measured."""
+def end_to_end(c: Check, answer: Any, hidden: Iterable[int] | None = None) -> dict[str, float]:
+    """`make_fast_step(model)`: a compiled step that gives the original loss and gradients, is at least E2E_TARGET x
+    as fast as `capstone.step` and peaks at E2E_BUDGET of its memory. Every timed step runs on a batch of its own and
+    its loss is compared with the original step's on that batch. Hidden: more batch seeds to check after the timing.
+    Returns the ratio and the memory fraction measured."""
     c.that(callable(answer), "make_fast_step should be a function", E2E_HINTS)
     if hidden is not None:
-        return _end_to_end_again(c, answer, define, hidden)
+        return _end_to_end_again(c, answer, hidden)
     steady_heap()
     with one_thread():
         torch._dynamo.reset()   # earlier runs of this check must not use up Dynamo's recompile limit
-        op, name = _fresh_op(c, define, "pass stage 2's check first", E2E_HINTS)
         model, reference = capstone.GatedBlock(16, 1024), capstone.GatedBlock(16, 1024)
-        fast = c.watch(answer, "make_fast_step")(model, op)
+        fast = c.watch(answer, "make_fast_step")(model)
         c.that(callable(fast), f"make_fast_step should return a function, got {type(fast).__name__}", E2E_HINTS)
         x, y = capstone.batch(1, 1024, 16)
         _same_as_original(c, fast(x, y), model, reference, capstone.step(reference, x, y), "after one step")
@@ -422,7 +504,6 @@ def end_to_end(c: Check, answer: Any, define: Any, hidden: Iterable[int] | None 
         names = {e.name for e in record_profile(fast, x, y, with_stack=False).events}
         c.that(any(n.startswith("Torch-Compiled Region") for n in names), "one profiled step ran no compiled region: "
                "compile the loss with torch.compile", E2E_HINTS)
-        c.that(name in names, "one profiled step never called your operator: the fast step must use `op`", E2E_HINTS)
         ratio = _timed(c, fast, reference)
         scalar = "" if vector_isa().bits else (" (Inductor found no vector instruction set on this CPU and writes "
                                                "scalar loops: the target needs a CPU with AVX2, AVX-512 or NEON)")
@@ -464,14 +545,13 @@ def _timed(c: Check, fast: Callable[..., Any], reference: Any) -> float:
     return ratio
 
 
-def _end_to_end_again(c: Check, answer: Any, define: Any, hidden: Iterable[int]) -> dict[str, float]:
+def _end_to_end_again(c: Check, answer: Any, hidden: Iterable[int]) -> dict[str, float]:
     """The hidden cases: a fresh step, then one step on the batch of each seed in turn, each compared with the
     original step on the same batches (a step that keeps the gradients, or replays the first, fails the second)."""
     with one_thread():
         torch._dynamo.reset()
-        op, _ = _fresh_op(c, define, "pass stage 2's check first", E2E_HINTS)
         model, reference = capstone.GatedBlock(16, 1024), capstone.GatedBlock(16, 1024)
-        fast = c.watch(answer, "make_fast_step")(model, op)
+        fast = c.watch(answer, "make_fast_step")(model)
         c.that(callable(fast), f"make_fast_step should return a function, got {type(fast).__name__}", E2E_HINTS)
         for label, seed in named(list(hidden), (), str):
             x, y = capstone.batch(seed, 1024, 16)
