@@ -214,3 +214,22 @@ def test_a_profiler_already_exported_is_read_again(tmp_path: Path) -> None:
     saved = load_profile(tmp_path / "mine.json")
     assert [(a.name, a.count) for a in sorted(again.averages, key=lambda a: a.name)] == \
         [(a.name, a.count) for a in sorted(saved.averages, key=lambda a: a.name)]
+
+
+def test_the_lens_quiets_kinetos_start_and_stop_lines() -> None:
+    """Importing the lens sets KINETO_LOG_LEVEL before the process's first profiler run: torch 2.13's Kineto then
+    writes no profiler_start / profiler_stop line on stderr (without it, it writes both, checked too)."""
+    import os
+    import subprocess
+    import sys
+
+    run = ("import torch\nfrom torch.profiler import profile\n{lens}"
+           "with profile() as p:\n    torch.ones(3) + 1\n")
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    quiet = subprocess.run([sys.executable, "-c", run.format(lens="import torchlens_widgets.lenses.profile\n")],
+                           env=env, capture_output=True, text=True, timeout=120)
+    loud = subprocess.run([sys.executable, "-c", run.format(lens="")], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert quiet.returncode == 0 and loud.returncode == 0, quiet.stderr + loud.stderr
+    assert "profiler_start" in loud.stderr and "profiler_stop" in loud.stderr
+    assert "profiler_start" not in quiet.stderr and "profiler_stop" not in quiet.stderr

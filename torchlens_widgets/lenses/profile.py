@@ -53,6 +53,11 @@ _CALLER = "torchlens_widgets/lenses/profile.py"  # a stack recorded by record_pr
 _ADDRESS = re.compile(r" (?:object )?at 0x[0-9a-fA-F]+")
 EPS = 1e-3  # µs: trace times carry ns, so containment is judged to the ns
 
+# Kineto (torch 2.13's CPU build) logs two timestamped lines, profiler_start and profiler_stop, on stderr for every
+# profiler run. It reads KINETO_LOG_LEVEL when the process's first profiler starts, so the lens sets it as it is
+# imported, before any torch.profiler run it reads or records: 6 keeps only fatal messages. A value the user set wins.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
 
 class ProfileError(TraceError):
     """Raised when a profile cannot be read or recorded; the message says what was expected."""

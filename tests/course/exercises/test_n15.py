@@ -11,11 +11,13 @@ import torch.nn.functional as F
 
 from torchlens_widgets.course.exercises import n15
 
-READ_TRACE = {"calls of aten::addmm": 6, "range with the most self time": "bookkeeping",
-              "child of aten::linear with the most self time": "aten::addmm"}
+READ_TRACE = {"calls of aten::addmm": 6, "range with the most total time": "prepare",
+              "range with the most self time": "bookkeeping", "child of aten::linear with the most self time": "aten::addmm"}
 HIDDEN_FACTS = [[("calls of aten::addmm", 6), ("range with the most self time", "bookkeeping")]]
 HIDDEN_TABLES = list(n15.SELF_CASES)
 HIDDEN_STEPS = [(3, 2), (200, 3)]
+HIDDEN_LANES = list(n15.IDLE_CASES)
+HIDDEN_TOPS = list(n15.TOP_CASES)
 
 
 def self_times(events, by_length=True):  # type: ignore[no-untyped-def]
@@ -38,6 +40,33 @@ def self_times(events, by_length=True):  # type: ignore[no-untyped-def]
     return table
 
 
+def busy_idle(events):  # type: ignore[no-untyped-def]
+    lanes: dict = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            lanes.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    out = {}
+    for lane, spans in lanes.items():
+        spans.sort()
+        busy, reach = 0.0, spans[0][0]
+        for start, end in spans:
+            if end > reach:
+                busy += end - max(start, reach)
+                reach = end
+        out[lane] = (busy, reach - spans[0][0] - busy)
+    return out
+
+
+def top_self(events, step, k):  # type: ignore[no-untyped-def]
+    root = next(e for e in events if e.get("ph") == "X" and e.get("name") == step)
+    inside = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")
+              and (e["pid"], e["tid"]) == (root["pid"], root["tid"]) and e is not root
+              and root["ts"] <= e["ts"] and e["ts"] + e["dur"] <= root["ts"] + root["dur"]]
+    ops = {e["name"] for e in inside if e["cat"] == "cpu_op"}
+    rows = [(name, own) for name, (_, _, own) in self_times(inside).items() if name in ops]
+    return sorted(rows, key=lambda r: (-r[1], r[0]))[:k]
+
+
 def faster_step(model, raw, labels):  # type: ignore[no-untyped-def]
     x = (raw - raw.mean(0)) / raw.std(0)
     loss = F.cross_entropy(model(x), labels)
@@ -58,6 +87,10 @@ def test_references_pass_visible_and_hidden_cases(verdict) -> None:  # type: ign
                                                n15.read_trace(c, READ_TRACE, hidden=HIDDEN_FACTS))) is None
     assert verdict("15-self-time", lambda c: (n15.self_times(c, self_times),
                                               n15.self_times(c, self_times, hidden=HIDDEN_TABLES))) is None
+    assert verdict("15-idle-gaps", lambda c: (n15.busy_idle(c, busy_idle),
+                                              n15.busy_idle(c, busy_idle, hidden=HIDDEN_LANES))) is None
+    assert verdict("15-top-self", lambda c: (n15.top_self(c, top_self),
+                                             n15.top_self(c, top_self, hidden=HIDDEN_TOPS))) is None
     assert verdict("15-fix-step", lambda c: (n15.fix_step(c, faster_step),
                                              n15.fix_step(c, faster_step, hidden=HIDDEN_STEPS))) is None
 
@@ -178,3 +211,47 @@ def test_a_loss_of_a_tensor_subclass_is_refused(verdict) -> None:  # type: ignor
 
     message = verdict("15-fix-step", lambda c: n15.fix_step(c, subclass))
     assert "faster_step should return the loss, a 0-d tensor; got Loss" in message
+
+
+def test_a_reading_of_total_time_for_self_time_fails(verdict) -> None:  # type: ignore[no-untyped-def]
+    message = verdict("15-read-trace", lambda c: n15.read_trace(c, {**READ_TRACE,
+                                                                   "range with the most self time": "prepare"}))
+    assert "READ_TRACE['range with the most self time']" in message
+
+
+def test_busy_time_is_a_union_not_a_sum(verdict) -> None:  # type: ignore[no-untyped-def]
+    def sums(events):  # type: ignore[no-untyped-def]
+        out: dict = {}
+        for e in events:
+            if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+                lane = (e["pid"], e["tid"])
+                first, last, busy = out.get(lane, (e["ts"], e["ts"] + e["dur"], 0.0))
+                out[lane] = (min(first, e["ts"]), max(last, e["ts"] + e["dur"]), busy + e["dur"])
+        return {lane: (busy, last - first - busy) for lane, (first, last, busy) in out.items()}
+
+    message = verdict("15-idle-gaps", lambda c: n15.busy_idle(c, sums))
+    assert message.startswith("one thread, nested ops, a range, a Python frame and an instant event: busy time")
+    message = verdict("15-idle-gaps", lambda c: n15.busy_idle(c, busy_idle, hidden=["no events", "one span"]))
+    assert message is None
+
+
+def test_a_hidden_lane_failure_names_the_case_number_only(verdict) -> None:  # type: ignore[no-untyped-def]
+    def one_lane(events):  # type: ignore[no-untyped-def]
+        merged = busy_idle([{**e, "pid": 0} for e in events])
+        return {(7, 1) if k == (0, 1) else k: v for k, v in merged.items()}
+
+    message = verdict("15-idle-gaps", lambda c: n15.busy_idle(c, one_lane,
+                                                              hidden=["one span", "two processes, one tid"]))
+    assert message.startswith("hidden case 2: the threads in your dict")
+    assert "(1, 1)" not in message and "(2, 1)" not in message  # the case's own threads are not shown
+
+
+def test_top_self_of_every_step_together_fails(verdict) -> None:  # type: ignore[no-untyped-def]
+    def whole_trace(events, step, k):  # type: ignore[no-untyped-def]
+        table = self_times(events)
+        ops = {e["name"] for e in events if e.get("cat") == "cpu_op"}
+        rows = [(name, own) for name, (_, _, own) in table.items() if name in ops]
+        return sorted(rows, key=lambda r: (-r[1], r[0]))[:k]
+
+    message = verdict("15-top-self", lambda c: n15.top_self(c, whole_trace))
+    assert message.startswith("three steps, the middle one, top 2")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from tests.course.wrong_answers import Wrong
 
 
-def _read(addmm: str = "6", rng: str = '"bookkeeping"', child: str = '"aten::addmm"') -> str:
-    return (f'READ_TRACE = {{"calls of aten::addmm": {addmm}, "range with the most self time": {rng}, '
-            f'"child of aten::linear with the most self time": {child}}}\n')
+def _read(addmm: str = "6", total: str = '"prepare"', rng: str = '"bookkeeping"', child: str = '"aten::addmm"') -> str:
+    return (f'READ_TRACE = {{"calls of aten::addmm": {addmm}, "range with the most total time": {total}, '
+            f'"range with the most self time": {rng}, "child of aten::linear with the most self time": {child}}}\n')
 
 
 _WALK = '''def self_times(events):
@@ -38,6 +38,47 @@ def _walk(keep: str = _KEEP, key: str = _KEY, same_lane: str = _LANE, charge: st
     return _WALK.format(keep=keep, key=key, same_lane=same_lane, charge=charge)
 
 
+_BUSY = '''def busy_idle(events):
+    lanes = {{}}
+    for e in events:
+        if {keep}:
+            lanes.setdefault({lane}, []).append((e["ts"], e["ts"] + e["dur"]))
+    out = {{}}
+    for lane, spans in lanes.items():
+        {order}
+        busy, reach = 0.0, spans[0][0]
+        for start, end in spans:
+            {cover}
+        out[lane] = (busy, reach - spans[0][0] - busy)
+    return out
+'''
+_UNION = '''if end > reach:
+                busy += end - max(start, reach)
+                reach = end'''
+
+
+def _busy(keep: str = 'e.get("ph") == "X" and e.get("cat") == "cpu_op"', lane: str = '(e["pid"], e["tid"])',
+          order: str = "spans.sort()", cover: str = _UNION) -> str:
+    return _BUSY.format(keep=keep, lane=lane, order=order, cover=cover)
+
+
+_TOP = '''def top_self(events, step, k):
+    root = next(e for e in events if e.get("ph") == "X" and e.get("name") == step)
+    inside = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")
+              and {lane} and e is not root
+              and {within}]
+    ops = {{e["name"] for e in inside if {ranked}}}
+    rows = [(name, own) for name, (_, _, own) in self_times(inside).items() if name in ops]
+    return sorted(rows, key=lambda row: {key})[:k]
+'''
+
+
+def _top(lane: str = '(e["pid"], e["tid"]) == (root["pid"], root["tid"])',
+         within: str = 'root["ts"] <= e["ts"] and e["ts"] + e["dur"] <= root["ts"] + root["dur"]',
+         ranked: str = 'e["cat"] == "cpu_op"', key: str = "(-row[1], row[0])") -> str:
+    return _TOP.format(lane=lane, within=within, ranked=ranked, key=key)
+
+
 def _step(body: str) -> str:
     return f"def faster_step(model, raw, labels):\n{body}\n"
 
@@ -45,7 +86,8 @@ def _step(body: str) -> str:
 WRONG = {
     "15-read-trace": [
         Wrong("counts one forward's addmm only", _read(addmm="3"), "calls of aten::addmm"),
-        Wrong("the range with the most total time", _read(rng='"forward"'), "range with the most self time"),
+        Wrong("total time where self time is asked", _read(rng='"prepare"'), "range with the most self time"),
+        Wrong("self time where total time is asked", _read(total='"bookkeeping"'), "range with the most total time"),
         Wrong("the first child of linear", _read(child='"aten::t"'), "child of aten::linear"),
         Wrong("a count as text", _read(addmm='"6"'), "calls of aten::addmm"),
         Wrong("values that equal anything", '''
@@ -53,8 +95,8 @@ class _Any(str):
     def __eq__(self, other):
         return True
     __hash__ = str.__hash__
-READ_TRACE = {"calls of aten::addmm": _Any(), "range with the most self time": _Any(),
-              "child of aten::linear with the most self time": _Any()}
+READ_TRACE = {"calls of aten::addmm": _Any(), "range with the most total time": _Any(),
+              "range with the most self time": _Any(), "child of aten::linear with the most self time": _Any()}
 ''', "calls of aten::addmm", gaming=True),
         Wrong("a dict whose lookups read the check's frames", '''
 import sys
@@ -69,8 +111,8 @@ class _Peek(dict):
             frame = frame.f_back
         return dict.__getitem__(self, key)
 
-READ_TRACE = _Peek({"calls of aten::addmm": 0, "range with the most self time": "?",
-                    "child of aten::linear with the most self time": "?"})
+READ_TRACE = _Peek({"calls of aten::addmm": 0, "range with the most total time": "?",
+                    "range with the most self time": "?", "child of aten::linear with the most self time": "?"})
 ''', "READ_TRACE should be a plain dict", gaming=True),
     ],
     "15-self-time": [
@@ -106,6 +148,54 @@ def self_times(events):
     names = {e["name"] for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")}
     return _Table({name: (0, 0.0, 0.0) for name in names})
 ''', "self_times should return a plain dict", gaming=True),
+    ],
+    "15-idle-gaps": [
+        Wrong("sums the durations: nested ops count twice", _busy(cover="busy += end - start\n            "
+                                                                       "reach = max(reach, end)"), "busy time of"),
+        Wrong("counts the ranges as busy", _busy(keep='e.get("ph") == "X" and e.get("cat") in ("cpu_op", '
+                                                      '"user_annotation")'), "busy time of"),
+        Wrong("one lane per thread id, whatever the process", _busy(lane='(0, e["tid"])'), "the threads in your dict"),
+        Wrong("assumes the events come sorted", _busy(order="pass"), "time of"),
+        Wrong("idle as the window minus nothing", _busy(cover="reach = max(reach, end)"), "busy time of"),
+        Wrong("asks the lens", '''
+def busy_idle(events):
+    from torchlens_widgets.lenses.profile import load_profile
+    trace = load_profile({"traceEvents": events})
+    return {(t.pid, t.tid): (0.0, 0.0) for t in trace.threads}
+''', "which this exercise asks you not to use", gaming=True),
+        Wrong("a dict whose items read the check's frames", '''
+import sys
+
+class _Lanes(dict):
+    def items(self):
+        frame = sys._getframe(1)
+        while frame is not None:
+            for value in list(frame.f_locals.values()):
+                if type(value) is dict and value is not self and value and all(type(k) is tuple for k in value):
+                    return value.items()
+            frame = frame.f_back
+        return dict.items(self)
+
+def busy_idle(events):
+    return _Lanes()
+''', "busy_idle should return a plain dict", gaming=True),
+    ],
+    "15-top-self": [
+        Wrong("ranks the ranges too", _top(ranked="True"), "the names, in order"),
+        Wrong("every step together", _top(within="True"), "self time of 'aten::addmm'"),
+        Wrong("every thread during the step", _top(lane="True"), "hidden case 4: the names, in order"),
+        Wrong("smallest first", _top(key="(row[1], row[0])"), "the names, in order"),
+        Wrong("no tie-break on the name", _top(key="-row[1]"), "hidden case 3: the names, in order"),
+        Wrong("total time instead of self", _top().replace("(name, own) for name, (_, _, own)",
+                                                           "(name, total) for name, (_, total, _)"),
+              "the names, in order[0]: expected 'aten::addmm', got 'aten::linear'"),
+        Wrong("asks the lens", '''
+def top_self(events, step, k):
+    from torchlens_widgets.lenses.profile import load_profile
+    trace = load_profile({"traceEvents": events})
+    rows = [(a.name, a.self_time) for a in trace.key_averages("cpu_op")]
+    return sorted(rows, key=lambda row: (-row[1], row[0]))[:k]
+''', "which this exercise asks you not to use", gaming=True),
     ],
     "15-fix-step": [
         Wrong("still one loss per sample, stacked", _step('''    x = (raw - raw.mean(0)) / raw.std(0)

@@ -1,5 +1,6 @@
-"""Notebook 15 (reading traces): facts read off a profile, a self-time table built from a raw Chrome trace, and a
-training step made several times faster.
+"""Notebook 15 (reading traces): facts read off a profile (total and self time), three readings built from a raw
+Chrome trace (a self-time table, each thread's busy and idle time, the top ops by self time of one ProfilerStep),
+and a training step made several times faster.
 
 Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
 again with `hidden=...` (see `exercises.__init__`). Answers are taken apart as plain builtins and plain tensors
@@ -32,7 +33,7 @@ from ._cases import named
 if TYPE_CHECKING:
     from ..checks import Check
 
-__all__ = ["fix_step", "read_trace", "self_times"]
+__all__ = ["busy_idle", "fix_step", "read_trace", "self_times", "top_self"]
 
 # captured at import: the builtin types' own methods, whatever an answer's class overrides
 _dict_items = dict.items
@@ -57,11 +58,16 @@ def _raise_as_hidden(c: Check, call: Callable[[], Any], label: str) -> Any:
 
 READ_HINTS = (
     "count calls in the table (the calls column), not spans you can see: the picture may draw several calls "
-    "as one thin line",
-    "self time is a span's own time, without the spans nested under it: a range full of operators has little, "
-    "a range where Python computes between operators has a lot; hover the spans under aten::linear",
+    "as one thin line; and read total and self time from their own columns",
+    "total time is a span from its start to its end; self time is that minus the spans nested directly under it: "
+    "a range full of operators has a long total and little self, a range where Python computes between "
+    "operators has a lot of self",
+    "for the children of aten::linear, subtract each child's own children too: a child that only calls other ops "
+    "has a long total and little self",
 )
-READ_KEYS = ("calls of aten::addmm", "range with the most self time", "child of aten::linear with the most self time")
+READ_KEYS = ("calls of aten::addmm", "range with the most total time", "range with the most self time",
+             "child of aten::linear with the most self time")
+MYSTERY_BATCH = (2048, 32)  # prepare's pairwise distances grow with the batch squared: its total leads by ~5x
 
 
 def _mystery_model() -> torch.nn.Module:
@@ -73,31 +79,40 @@ def _mystery_model() -> torch.nn.Module:
 def _mystery_step(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
     """The notebook's mystery_step, on the check's own model."""
     with record_function("prepare"):
-        halves = batch.sort(dim=1).values.chunk(2)
+        near = torch.cdist(batch, batch).topk(4, largest=False).indices
+        halves = batch[near].mean(1).chunk(2)
     with record_function("bookkeeping"):
-        seen = sum(i * i % 7 for i in range(100_000))
+        seen = sum(i * i % 7 for i in range(50_000))
     with record_function("forward"):
         outs = [model(h) for h in halves]
     return torch.cat(outs).sum() + seen
 
 
-def _read_once() -> tuple[Any, ...]:
-    """The three facts, read off one profile of the mystery step, recorded now."""
-    trace = profile_lens.record_profile(_mystery_step, _mystery_model(), torch.randn(16, 32), with_stack=False)
+def _read_once(model: torch.nn.Module) -> tuple[Any, ...]:
+    """The four facts, read off one profile of the mystery step, recorded now (on one thread, as the notebook
+    draws it)."""
+    with one_thread():
+        trace = profile_lens.record_profile(_mystery_step, model, torch.randn(*MYSTERY_BATCH), with_stack=False)
     table = {a.name: a for a in trace.key_averages()}
-    ranges = {n: table[n].self_time for n in ("prepare", "bookkeeping", "forward")}
+    names = ("prepare", "bookkeeping", "forward")
+    total = {n: table[n].total for n in names}
+    own = {n: table[n].self_time for n in names}
     children: dict[str, float] = {}
     for linear in trace.by_name("aten::linear"):
         for child in trace.children(linear):
-            children[child.name] = children.get(child.name, 0.0) + child.duration
-    return (table["aten::addmm"].count, max(ranges, key=ranges.__getitem__),
+            self_us = child.duration - sum(inner.duration for inner in trace.children(child))
+            children[child.name] = children.get(child.name, 0.0) + self_us
+    return (table["aten::addmm"].count, max(total, key=total.__getitem__), max(own, key=own.__getitem__),
             max(children, key=children.__getitem__))
 
 
-def _read_truth(recordings: int = 3) -> dict[str, Any]:
-    """Each fact as most of `recordings` profiles show it: on a busy machine one preempted span can make a tiny op
-    look long in a single trace."""
-    seen = [_read_once() for _ in range(recordings)]
+def _read_truth(recordings: int = 5) -> dict[str, Any]:
+    """Each fact as most of `recordings` profiles show it (after one unrecorded warm-up run): on a busy machine one
+    preempted span can make a tiny op look long in a single trace."""
+    model = _mystery_model()
+    with one_thread(), torch.no_grad():
+        _mystery_step(model, torch.randn(*MYSTERY_BATCH))
+    seen = [_read_once(model) for _ in range(recordings)]
     return {key: Counter(facts[k] for facts in seen).most_common(1)[0][0] for k, key in enumerate(READ_KEYS)}
 
 
@@ -112,7 +127,7 @@ def _plain_dict(c: Check, answer: Any, what: str, hint: Any) -> dict[str, Any]:
 
 
 def read_trace(c: Check, answer: Any, hidden: Iterable[Iterable[tuple[str, Any]]] | None = None) -> None:
-    """`READ_TRACE`: three facts about `mystery_step`'s profile, predicted (secret), against a profile the check
+    """`READ_TRACE`: four facts about `mystery_step`'s profile, predicted (secret), against a profile the check
     records itself. Hidden: (key, value) facts a trace recorded now must show (else the grading run was disturbed),
     and the answer too."""
     mine = _plain_dict(c, answer, "READ_TRACE", READ_HINTS)
@@ -403,3 +418,222 @@ def fix_step(c: Check, answer: Any, hidden: Iterable[tuple[int, int]] | None = N
             break
         label = f"timed call {k + 1} (a batch of {TIMED_BATCH})"
         _same_step(c, got, _grads(c, model, label), expected, _grads(c, pool[k][3], label), label, secret=False)
+
+
+# --- 15-idle-gaps -----------------------------------------------------------------------------------------------
+
+IDLE_HINTS = (
+    "check which spans count (complete cpu_op events only), that each thread is its own lane, and that time "
+    "covered by a span nested in another is counted once",
+    "busy is the length of the union of a thread's op spans, not the sum of their durations; idle is the rest of "
+    "the window from the thread's first op start to its last op end",
+    "per thread, sort the spans by start and sweep them keeping the end of the covered stretch so far: a span "
+    "that starts after it opens a gap, one that starts before it can only push it further",
+)
+
+
+def _idle_reference(events: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, Any], tuple[float, float]]:
+    """Per (pid, tid): (busy, idle) by the definition, from the union of the thread's cpu_op spans."""
+    lanes: dict[tuple[Any, Any], list[tuple[float, float]]] = {}
+    for ev in events:
+        if ev.get("ph") == "X" and ev.get("cat") == "cpu_op":
+            lanes.setdefault((ev["pid"], ev["tid"]), []).append((ev["ts"], ev["ts"] + ev["dur"]))
+    out = {}
+    for lane, spans in lanes.items():
+        spans.sort()
+        busy, reach = 0.0, None
+        for start, end in spans:
+            if reach is None or start >= reach:
+                busy += end - start
+                reach = end
+            elif end > reach:
+                busy += end - reach
+                reach = end
+        window = max(e for _, e in spans) - min(s for s, _ in spans)
+        out[lane] = (busy, window - busy)
+    return out
+
+
+IDLE_NESTED = (_span("step", 0, 200, cat="user_annotation"), _span("aten::linear", 10, 50),
+               _span("aten::addmm", 12, 40), _span("aten::relu", 90, 20), _span("aten::clamp_min", 91, 18),
+               _span("aten::sum", 150, 10),
+               MappingProxyType({"ph": "X", "name": "slow_step", "ts": 0, "dur": 200, "tid": 1, "pid": 7,
+                                 "cat": "python_function"}),
+               MappingProxyType({"ph": "i", "name": "[memory]", "ts": 120, "tid": 1, "pid": 7, "cat": "cpu_op"}))
+IDLE_THREADS = (_span("aten::mm", 0, 100, tid=1), _span("aten::add", 10, 5, tid=2), _span("aten::mm", 40, 30, tid=2),
+                _span("aten::copy_", 45, 10, tid=2), _span("aten::add", 130, 5, tid=1))
+IDLE_CASES = MappingProxyType({
+    "no events": (),
+    "one span": (_span("a", 5, 3),),
+    "spans that touch": (_span("a", 0, 4), _span("b", 4, 6), _span("c", 10, 0)),
+    "two processes, one tid": (_span("x", 0, 10, pid=1), _span("y", 40, 5, pid=2), _span("z", 50, 5, pid=1)),
+    "a child listed before its parent, a gap after": (_span("inner", 2, 3), _span("outer", 0, 10),
+                                                      _span("later", 30, 2), _span("inner", 31, 1)),
+    "a range over the gap": (_span("r", 0, 100, cat="user_annotation"), _span("a", 10, 10), _span("b", 70, 10)),
+})
+
+
+def _plain_lanes(c: Check, got: Any, label: str, secret: bool) -> dict[tuple[Any, Any], tuple[Any, ...]]:
+    """busy_idle's result as a new plain dict of (pid, tid) -> plain 2-tuples."""
+    c.that(type(got) is dict, f"{label}: busy_idle should return a plain dict, got {type(got).__name__}", IDLE_HINTS)
+    lanes = {}
+    for key, row in list(_dict_items(got)):
+        c.that(type(key) is tuple and len(key) == 2, f"{label}: the keys should be (pid, tid) tuples; one is a "
+               f"{type(key).__name__}", IDLE_HINTS)
+        shown = "one thread" if secret else repr(key)
+        c.that(type(row) in (tuple, list) and len(row) == 2, f"{label}: {shown} should map to a (busy, idle) "
+               f"pair, got {type(row).__name__}", IDLE_HINTS)
+        lanes[tuple(key)] = tuple(row)
+    return lanes
+
+
+def _judge_lanes(c: Check, mine: Callable[..., Any], events: Sequence[Mapping[str, Any]], label: str,
+                 secret: bool) -> None:
+    expected = _idle_reference(events)
+    given = [dict(e) for e in events]
+    got = _raise_as_hidden(c, lambda: mine(given), label) if secret else mine(given)
+    lanes = _plain_lanes(c, got, label, secret)
+    c.equal(sorted(lanes, key=repr), sorted(expected, key=repr), what=f"{label}: the threads in your dict",
+            hint=IDLE_HINTS, secret=secret)
+    for lane, pair in expected.items():
+        shown = "one thread" if secret else repr(lane)
+        for what, g, e in zip(("busy", "idle"), lanes[lane], pair):
+            value = _number(g)
+            ok = value is not None and abs(value - e) <= 1e-6 + 1e-9 * abs(e)
+            said = f"a {type(g).__name__}" if value is None else repr(value)
+            c.that(ok, f"{label}: {what} time of {shown} is {said}, " + ("which is not right" if secret else
+                                                                        f"expected {e:.3f}"), IDLE_HINTS)
+
+
+def busy_idle(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`busy_idle(events)`: per (pid, tid), the time its cpu_op spans cover (their union) and the idle rest of the
+    window from its first op start to its last op end, without the profile lens; hidden cases named in
+    IDLE_CASES."""
+    mine = c.watch(answer, "busy_idle", forbid=[profile_lens, asyncexec_lens], escapes=True)
+    if hidden is None:
+        shuffled = list(IDLE_THREADS)
+        random.Random(5).shuffle(shuffled)
+        visible: tuple[tuple[str, Sequence[Mapping[str, Any]]], ...] = (
+            ("one thread, nested ops, a range, a Python frame and an instant event", IDLE_NESTED),
+            ("two threads, listed out of order", shuffled),
+            ("a trace torch.profiler exported", _recorded()))
+        for label, events in visible:
+            _judge_lanes(c, mine, events, label, secret=False)
+        return
+    for label, name in named(hidden, (), str):
+        _judge_lanes(c, mine, IDLE_CASES[name], label, secret=True)
+
+
+# --- 15-top-self ------------------------------------------------------------------------------------------------
+
+TOP_HINTS = (
+    "check which spans belong to the step (same thread, inside the step's span), that self time is the span's "
+    "duration minus its direct children only, and the order: largest self first, equal ones by name",
+    "first find the step's span by its name; keep the cpu_op and user_annotation spans of its thread that lie "
+    "inside it; work out each one's self time as in exercise 2; add them up per op name (ops only, no ranges)",
+    "your self_times from exercise 2 does the middle part if you hand it only the step's spans; then sort the "
+    "(name, self) pairs by self, descending, ties by name, and keep k",
+)
+
+
+def _top_reference(events: Sequence[Mapping[str, Any]], step: str, k: int) -> list[tuple[str, float]]:
+    spans = [ev for ev in events if ev.get("ph") == "X" and ev.get("cat") in {"cpu_op", "user_annotation"}]
+    root = next(ev for ev in spans if ev["name"] == step)
+    inside = [ev for ev in spans if (ev["pid"], ev["tid"]) == (root["pid"], root["tid"]) and ev is not root
+              and root["ts"] <= ev["ts"] and ev["ts"] + ev["dur"] <= root["ts"] + root["dur"]]
+    cats = {ev["name"]: ev["cat"] for ev in inside}
+    table = _reference(inside)
+    rows = sorted(((name, own) for name, (_, _, own) in table.items() if cats[name] == "cpu_op"),
+                  key=lambda row: (-row[1], row[0]))
+    return rows[:k]
+
+
+def _steps(n: int, ops: Sequence[tuple[str, float]], t0: float = 0.0, tid: int = 1) -> list[Mapping[str, Any]]:
+    """n ProfilerStep ranges in a row, each holding `ops` (name, dur) one after another, durations scaled by the
+    step number so that steps differ."""
+    out: list[Mapping[str, Any]] = []
+    t = t0
+    for s in range(n):
+        start = t
+        t += 1
+        for name, dur in ops:
+            d = dur * (s + 1) if name != "aten::mm" else dur * (n - s)
+            out.append(_span(name, t, d, tid=tid))
+            if name == "aten::linear":
+                out.append(_span("aten::addmm", t + 0.5, d - 1, tid=tid))
+            t += d + 1
+        out.append(_span(f"ProfilerStep#{s + 2}", start, t - start, tid=tid, cat="user_annotation"))
+        t += 5
+    return out
+
+
+TOP_STEPS = tuple(_steps(3, (("aten::linear", 10.0), ("aten::relu", 4.0), ("aten::mm", 6.0), ("aten::relu", 3.0))))
+TOP_CASES = MappingProxyType({
+    "the first step, k larger than the ops": (TOP_STEPS, "ProfilerStep#2", 9),
+    "the last step, k of 1": (TOP_STEPS, "ProfilerStep#4", 1),
+    "a tie on self time": ((_span("ProfilerStep#5", 0, 50, cat="user_annotation"), _span("aten::b", 1, 7),
+                            _span("aten::a", 10, 7), _span("aten::c", 20, 2)), "ProfilerStep#5", 2),
+    "another thread during the step": ((*_steps(1, (("aten::relu", 5.0),)), _span("aten::mm", 2, 4, tid=9)),
+                                        "ProfilerStep#2", 3),
+    "a range inside the step": ((_span("ProfilerStep#3", 0, 40, cat="user_annotation"),
+                                 _span("loss", 1, 30, cat="user_annotation"), _span("aten::add", 2, 3),
+                                 _span("aten::add", 6, 3), _span("aten::sum", 35, 1)), "ProfilerStep#3", 5),
+})
+
+
+def _scheduled() -> list[dict[str, Any]]:
+    """The traceEvents of three active steps of a small training step, recorded now under a schedule."""
+    from torch.profiler import schedule
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    path = os.path.join(tempfile.mkdtemp(prefix="tlw-steps-"), "t.json")
+    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+        for n in range(6):
+            with record_function("loss"):
+                loss = sum(model(torch.randn(2, 16)).sum() for _ in range(n + 1))
+            loss.backward()
+            prof.step()
+    with open(path) as f:
+        events: list[dict[str, Any]] = json.load(f)["traceEvents"]
+    return events
+
+
+def _judge_top(c: Check, mine: Callable[..., Any], events: Sequence[Mapping[str, Any]], step: str, k: int,
+               label: str, secret: bool) -> None:
+    expected = _top_reference(events, step, k)
+    given = [dict(e) for e in events]
+    got = _raise_as_hidden(c, lambda: mine(given, step, k), label) if secret else mine(given, step, k)
+    c.that(type(got) is list, f"{label}: top_self should return a plain list, got {type(got).__name__}", TOP_HINTS)
+    rows = list(got)
+    c.that(all(type(r) is tuple and len(r) == 2 for r in rows), f"{label}: each item should be a (name, self) "
+           "tuple", TOP_HINTS)
+    names = [r[0] for r in rows]
+    c.equal(names, [n for n, _ in expected], what=f"{label}: the names, in order", hint=TOP_HINTS, secret=secret)
+    for (name, g), (_, e) in zip(rows, expected):
+        value = _number(g)
+        ok = value is not None and abs(value - e) <= 1e-6 + 1e-9 * abs(e)
+        said = f"a {type(g).__name__}" if value is None else repr(value)
+        shown = "one name" if secret else repr(name)
+        c.that(ok, f"{label}: self time of {shown} is {said}, " + ("which is not right" if secret else
+                                                                  f"expected {e:.3f}"), TOP_HINTS)
+
+
+def top_self(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`top_self(events, step, k)`: the k op names with the most self time inside one ProfilerStep range, largest
+    first (ties by name), from a Chrome trace's events, without the profile lens or key_averages; hidden cases
+    named in TOP_CASES."""
+    mine = c.watch(answer, "top_self", forbid=[profile_lens, asyncexec_lens], escapes=True)
+    if hidden is None:
+        recorded = _scheduled()
+        visible: tuple[tuple[str, Sequence[Mapping[str, Any]], str, int], ...] = (
+            ("three steps, the middle one, top 2", TOP_STEPS, "ProfilerStep#3", 2),
+            ("a scheduled trace torch.profiler exported, its second active step, top 5", recorded,
+             "ProfilerStep#3", 5),
+            ("the same trace, its last active step, top 3", recorded, "ProfilerStep#4", 3))
+        for label, events, step, k in visible:
+            _judge_top(c, mine, events, step, k, label, secret=False)
+        return
+    for label, name in named(hidden, (), str):
+        events, step, k = TOP_CASES[name]
+        _judge_top(c, mine, events, step, k, label, secret=True)
