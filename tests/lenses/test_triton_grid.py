@@ -143,6 +143,37 @@ def test_unmasked_load_past_the_end_is_an_error_the_interpreter_does_not_raise()
     assert "ERROR" in grid.summary() and "x_ptr[10..15]" in grid.summary()
 
 
+@triton.jit
+def far_read(x_ptr, y_ptr, out_ptr, FAR: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + FAR + offs) + tl.load(y_ptr + offs))
+
+
+def test_bounds_are_the_tensor_passed_not_the_storage_under_it() -> None:
+    """A kernel reading 16 elements of buf[:8] goes past the tensor it was given: an error, though the storage
+    holds 16 (the bug the lens exists to catch is an ignored shape)."""
+    buf = torch.arange(16, dtype=torch.float32)
+    out = torch.zeros(16)
+    grid = program_grid(copy_unmasked, (1,), buf[:8], out, BLOCK=16)
+    assert not grid.ok and grid.errors_total == 1
+    err = grid.errors[0]
+    assert (err.tensor, expand(err.indices)) == ("x_ptr", list(range(8, 16))), err.message
+    assert torch.equal(out, torch.cat([buf[:8], torch.zeros(8)]))  # the lanes past the view were switched off
+    assert program_grid(copy_unmasked, (1,), buf[:16], torch.zeros(16), BLOCK=16).ok
+
+
+def test_an_access_far_past_one_tensor_is_blamed_on_that_tensor() -> None:
+    """The pointers' own tensor is followed through pointer arithmetic: a read far past x is x's error even when
+    y lies closer to the address, and landing inside y is still out of x's bounds."""
+    x, y = torch.zeros(8), torch.ones(8)
+    far = program_grid(far_read, (1,), x, y, torch.zeros(8), FAR=1 << 30, BLOCK=8)
+    assert not far.ok and {e.tensor for e in far.errors} == {"x_ptr"}, [e.message for e in far.errors]
+    assert expand(far.errors[0].indices)[0] == 1 << 30
+    into_y = (y.data_ptr() - x.data_ptr()) // 4  # x + this offset is y[0]
+    inside = program_grid(far_read, (1,), x, y, torch.zeros(8), FAR=into_y, BLOCK=8)
+    assert not inside.ok and inside.errors[0].tensor == "x_ptr" and "x_ptr[" in inside.errors[0].message
+
+
 def test_kernel_defined_with_the_interpreter_on_and_nested_jit_helpers() -> None:
     x, out = torch.arange(6, dtype=torch.float32), torch.zeros(6)
     grid = program_grid(interp.InterpretedFunction(twice_kernel.fn), (2,), x, out, 6, BLOCK=4)

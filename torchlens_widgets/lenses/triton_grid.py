@@ -285,8 +285,21 @@ def _scalar_text(v: Any) -> str:
 class _Region:
     name: str
     base: int  # the tensor's first element
-    start: int  # its storage
-    end: int
+    start: int  # the lowest address of its elements
+    end: int  # one past the last byte of its highest element (a view ends where its elements do, not its storage)
+
+
+_ORIGIN = "tlw_origin"  # a pointer handle's attr: the index of the tensor argument its addresses were computed from
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    """[start, end) in bytes of the elements `t` can address: its shape and strides, not the storage under it."""
+    start = int(t.data_ptr())
+    if t.numel() == 0:
+        return start, start
+    low = sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if s < 0)
+    high = sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if s > 0)
+    return start + low * t.element_size(), start + (high + 1) * t.element_size()
 
 
 class _Recorder:
@@ -311,8 +324,19 @@ class _Recorder:
         """The interpreter's pre-run hook: the host tensors the kernel will see (their addresses)."""
         bound = inspect.signature(self.fn).bind(*args, **kwargs).arguments
         for name, t in _tensors_of(bound):
-            s = t.untyped_storage()
-            self.regions.append(_Region(name, int(t.data_ptr()), int(s.data_ptr()), int(s.data_ptr()) + s.nbytes()))
+            self.regions.append(_Region(name, int(t.data_ptr()), *_extent(t)))
+
+    def origin_of(self, ptrs: Any) -> int | None:
+        """The tensor argument a pointer handle was computed from: carried through pointer arithmetic and reshapes
+        (see _patched), or, for the argument itself, the tensor whose first element it points at."""
+        origin = getattr(ptrs, "attr", {}).get(_ORIGIN)
+        if origin is not None:
+            return int(origin)
+        data = np.asarray(getattr(ptrs, "data", ())).ravel()
+        if data.size == 0:
+            return None
+        first = int(data[0])
+        return next((i for i, r in enumerate(self.regions) if r.base == first), None)
 
     def start(self, x: int, y: int, z: int) -> None:
         """A program starts (the interpreter sets its id): note it, and record it while under the cap."""
@@ -330,17 +354,27 @@ class _Recorder:
             frame = frame.f_back
         return None
 
-    def access(self, op: str, ptrs: np.ndarray, mask: np.ndarray, itemsize: int) -> np.ndarray | None:
-        """Record one access; return the mask to run it with when lanes must be switched off (out of bounds)."""
+    def access(self, op: str, ptrs: np.ndarray, mask: np.ndarray, itemsize: int,
+               origin: int | None = None) -> np.ndarray | None:
+        """Record one access; return the mask to run it with when lanes must be switched off (out of bounds).
+        `origin`: the tensor the pointers were computed from, when known: a lane outside that tensor's elements is
+        out of bounds even where it lands in another argument."""
         pid = self.last_pid or ()
         addr = np.asarray(ptrs).astype(np.int64).ravel()
         on = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).ravel()
         owner = np.full(addr.shape, -1)
-        for i in range(len(self.regions) - 1, -1, -1):  # the first tensor wins where storages overlap
-            r = self.regions[i]
-            owner[(addr >= r.start) & (addr + itemsize <= r.end)] = i
+        if origin is not None and 0 <= origin < len(self.regions):
+            r = self.regions[origin]
+            owner[(addr >= r.start) & (addr + itemsize <= r.end)] = origin
+        else:
+            origin = None
+            for i in range(len(self.regions) - 1, -1, -1):  # the first tensor wins where arguments overlap
+                r = self.regions[i]
+                owner[(addr >= r.start) & (addr + itemsize <= r.end)] = i
         oob = on & (owner < 0)
-        if owner.max(initial=-1) >= 0:
+        if origin is not None:
+            primary = origin
+        elif owner.max(initial=-1) >= 0:
             primary = int(np.bincount(owner[owner >= 0]).argmax())
         elif self.regions:
             probe = int(addr[oob][0] if oob.any() else addr[0])
@@ -432,11 +466,11 @@ def _patched(rec: _Recorder, interp: Any) -> Iterator[None]:
     load, store, ternary, set_idx = b.create_masked_load, b.create_masked_store, b.ternary_op, b.set_grid_idx
 
     def masked_load(ptrs: Any, mask: Any, other: Any, *a: Any, **k: Any) -> Any:
-        safe = rec.access("load", ptrs.data, mask_of(mask), itemsize(ptrs))
+        safe = rec.access("load", ptrs.data, mask_of(mask), itemsize(ptrs), rec.origin_of(ptrs))
         return load(ptrs, mask if safe is None else TensorHandle(safe, interp.tl.int1), other, *a, **k)
 
     def masked_store(ptrs: Any, value: Any, mask: Any, *a: Any, **k: Any) -> Any:
-        safe = rec.access("store", ptrs.data, mask_of(mask), itemsize(ptrs))
+        safe = rec.access("store", ptrs.data, mask_of(mask), itemsize(ptrs), rec.origin_of(ptrs))
         return store(ptrs, value, mask if safe is None else TensorHandle(safe, interp.tl.int1), *a, **k)
 
     def set_grid_idx(x: int, y: int, z: int) -> None:
@@ -455,6 +489,17 @@ def _patched(rec: _Recorder, interp: Any) -> Iterator[None]:
         if op is not np.where:  # a select moves bits and is right; clamp is arithmetic
             rec.raw(lhs, rhs, other)
         return ternary(lhs, rhs, other, op)
+
+    def carried(name: str) -> Callable[..., Any]:  # pointer arithmetic and reshapes keep the pointers' tensor
+        original = getattr(b, name)
+
+        def wrapped(*a: Any, **k: Any) -> Any:
+            out = original(*a, **k)
+            origin = next((rec.origin_of(x) for x in a if isinstance(x, TensorHandle) and x.dtype.is_ptr()), None)
+            if origin is not None and isinstance(out, TensorHandle):
+                out.attr[_ORIGIN] = origin
+            return out
+        return wrapped
 
     def atomic(name: str) -> Callable[..., Any]:
         original = getattr(b, name)
@@ -500,6 +545,10 @@ def _patched(rec: _Recorder, interp: Any) -> Iterator[None]:
         put(b, "ternary_op", ternary_op)
         for name in _BINARY:
             put(b, name, arith(name))
+        for name in ("create_addptr", "create_splat", "create_broadcast", "create_expand_dims", "create_trans",
+                     "create_reshape"):
+            if hasattr(b, name):
+                put(b, name, carried(name))
         for name in ("create_atomic_rmw", "create_atomic_cas"):
             put(b, name, atomic(name))
         for cls in (interp.ReduceOps, interp.ScanOps):
