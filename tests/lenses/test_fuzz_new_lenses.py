@@ -143,6 +143,20 @@ def test_show_ranks_of_something_else_says_what_it_takes(trace: object) -> None:
     assert isinstance(err, (TypeError, ValueError)) and "run_ranks" in str(err)
 
 
+@pytest.mark.parametrize("fixture", ["ddp_trace", "fsdp_trace"])
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), "12", True], ids=str)
+def test_show_ranks_names_a_time_that_is_not_a_finite_number(fixture: str, value: object) -> None:
+    """An edited trace with an infinite start once wrote ="inf" into the SVG (and -inf raised OverflowError)."""
+    import json
+
+    from torchlens_widgets.widgets.distributed import show_ranks
+
+    trace = json.loads((Path(__file__).parents[1] / "fixtures" / "distributed" / f"{fixture}.json").read_text())
+    trace["ranks"][0]["iterations"][0]["start"] = value
+    err = outcome(lambda: show_ranks(trace).static_svg(), (ValueError,))
+    assert isinstance(err, ValueError) and "iterations[0]: start is" in str(err) and "run_ranks" in str(err)
+
+
 def test_probe_values_names_nan_and_refuses_numbers_past_float64() -> None:
     from torchlens_widgets.lenses.autocast import AutocastError, probe_values
 

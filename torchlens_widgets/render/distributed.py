@@ -23,6 +23,7 @@ Model schema (version 1):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,7 +73,35 @@ def _check(trace: Any) -> Mapping[str, Any]:
                         f".to_dict()), got {type(trace).__name__}")
     if trace.get("version") != 1:
         raise ValueError(f"unsupported dist_trace version {trace.get('version')!r}; this renderer reads version 1")
+    _check_times(trace)
     return trace
+
+
+_TIMES = ("start", "end", "backward_start", "backward_end", "ready")
+_TIMED = ("iterations", "buckets", "collectives", "nodes")
+
+
+def _check_times(trace: Mapping[str, Any]) -> None:
+    """Every recorded time is a finite number (or None where the recorder had none): an infinite or NaN time
+    would put an "inf" coordinate in the picture, so it is named instead."""
+    ranks = trace.get("ranks")
+    if not isinstance(ranks, list):
+        return  # the drawing's own checks say the trace is incomplete
+    for r in ranks:
+        if not isinstance(r, Mapping):
+            continue
+        for part in _TIMED:
+            rows = r.get(part)
+            for i, row in enumerate(rows if isinstance(rows, list) else []):
+                if not isinstance(row, Mapping):
+                    continue
+                for key in _TIMES:
+                    v = row.get(key)
+                    if v is None:
+                        continue
+                    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                        raise ValueError(f"rank {r.get('rank')!r}, {part}[{i}]: {key} is {v!r}; a trace's times "
+                                         "are finite numbers of µs (was it edited? record it again with run_ranks)")
 
 
 def fmt_bytes(n: int) -> str:
