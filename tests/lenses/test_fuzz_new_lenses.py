@@ -188,3 +188,17 @@ def test_an_expandable_segment_past_its_reservation_is_a_simulated_oom() -> None
     err = outcome(lambda: sim.malloc(10**15), (SimulatedOOM, AllocatorError))
     assert isinstance(err, SimulatedOOM) and "virtual reservation" in str(err)
     sim.free(sim.malloc(1000))  # the simulator goes on
+
+
+def test_a_probe_of_many_values_shows_a_bounded_picture_and_counts_the_rest() -> None:
+    """show_probe of 10^6 values once wrote a 147 MB output in 40 s: the picture shows the first rows and counts
+    the others by outcome."""
+    from torchlens_widgets.render.autocast import MAX_PROBE_ROWS
+    from torchlens_widgets.widgets.autocast import show_probe
+
+    values = [1.0 + 2.0**-10] * 50_000 + [1e9] * 50_000  # exact in float16 (10 stored bits); then past its max
+    bundle = show_probe(values, torch.float16)._repr_mimebundle_()
+    assert all(len(text) < 100_000 for text in bundle.values()), {k: len(v) for k, v in bundle.items()}
+    assert bundle["text/html"].count("<tr>") == MAX_PROBE_ROWS + 1  # the header row and the rows shown
+    last = bundle["text/plain"].splitlines()[-1]
+    assert f"of {len(values):,} values are shown" in last and "50,000 overflow" in last and "49,800" in last, last

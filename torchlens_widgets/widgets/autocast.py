@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from ..lenses.autocast import AutocastError, AutocastTrace, ValueProbe, autocast_trace, probe_values
-from ..render.autocast import autocast_html, autocast_text, probe_html, probe_text
+from ..render.autocast import MAX_PROBE_ROWS, autocast_html, autocast_text, probe_html, probe_text
 from ._base import ReportView
 
 __all__ = ["AutocastView", "ProbeView", "show_autocast", "show_probe"]
@@ -44,12 +44,16 @@ class ProbeView:
         self.probes = probes
         self.dtype = dtype
 
+    def _data(self) -> list[dict[str, Any]]:
+        """The rows the picture shows as dicts; the others only by outcome (the render counts them)."""
+        return [asdict(p) if i < MAX_PROBE_ROWS else {"outcome": p.outcome} for i, p in enumerate(self.probes)]
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        data = [asdict(p) for p in self.probes]
+        data = self._data()
         return {"text/html": probe_html(data, self.dtype), "text/plain": probe_text(data, self.dtype)}
 
     def __repr__(self) -> str:
-        return probe_text([asdict(p) for p in self.probes], self.dtype)
+        return probe_text(self._data(), self.dtype)
 
 
 def show_probe(values: Sequence[float], dtype: torch.dtype) -> ProbeView:
