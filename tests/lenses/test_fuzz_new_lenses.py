@@ -202,3 +202,19 @@ def test_a_probe_of_many_values_shows_a_bounded_picture_and_counts_the_rest() ->
     assert bundle["text/html"].count("<tr>") == MAX_PROBE_ROWS + 1  # the header row and the rows shown
     last = bundle["text/plain"].splitlines()[-1]
     assert f"of {len(values):,} values are shown" in last and "50,000 overflow" in last and "49,800" in last, last
+
+
+def test_a_profile_with_odd_thread_ids_or_many_threads_loads() -> None:
+    """A pid/tid that is a list or dict (unhashable) once raised a bare TypeError; 40,000 threads took 39 s to load
+    (lanes were ordered by a quadratic search)."""
+    from torchlens_widgets.lenses.profile import load_profile
+
+    odd = load_profile({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": [1], "tid": {"x": 1},
+                                         "ts": 0, "dur": 1},
+                                        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]})
+    assert [e.name for e in odd.events] == ["b"] and "pid/tid that is not a number" in odd.notes[0]
+    start = time.monotonic()
+    wide = load_profile({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": i, "ts": i,
+                                          "dur": 1} for i in range(40_000)]})
+    assert len(wide.threads) == 40_000 and [t.tid for t in wide.threads[:3]] == [0, 1, 2]
+    assert time.monotonic() - start < 10, "the fuzz rule: a lens answers within 10 s"

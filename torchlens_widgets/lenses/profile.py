@@ -340,7 +340,8 @@ def _build(doc: Any, source: str) -> ProfileTrace:
         ph = e.get("ph")
         if ph != "X":
             args = e.get("args")
-            if ph == "M" and e.get("name") == "thread_name" and isinstance(args, Mapping) and isinstance(args.get("name"), str):
+            if ph == "M" and e.get("name") == "thread_name" and isinstance(args, Mapping) and isinstance(args.get("name"), str) \
+                    and _is_id(e.get("pid")) and _is_id(e.get("tid")):
                 thread_names[(e.get("pid"), e.get("tid"))] = args["name"].strip()
             continue
         cat = str(e.get("cat", "")).lower()
@@ -348,7 +349,7 @@ def _build(doc: Any, source: str) -> ProfileTrace:
         if cat in _IGNORED:
             continue
         ts, dur = _time(e.get("ts")), _time(e.get("dur"))
-        if ts is None or dur is None or dur < 0:
+        if ts is None or dur is None or dur < 0 or not _is_id(e.get("pid")) or not _is_id(e.get("tid")):
             skipped += 1
             continue
         args = e.get("args")
@@ -361,9 +362,9 @@ def _build(doc: Any, source: str) -> ProfileTrace:
                            "torch.profiler.profile(activities=[ProfilerActivity.CPU]) and export it with "
                            "prof.export_chrome_trace(path)")
     # lanes in (pid, tid) order, only those with spans
-    used = sorted({s.lane for s in spans}, key=lambda i: _lane_order(next(k for k, v in lanes.items() if v == i)))
-    renumber = {old: new for new, old in enumerate(used)}
     keys = {v: k for k, v in lanes.items()}
+    used = sorted({s.lane for s in spans}, key=lambda i: _lane_order(keys[i]))  # 40,000 threads: linear, not quadratic
+    renumber = {old: new for new, old in enumerate(used)}
     threads = tuple(ProfileThread(renumber[i], keys[i][0], keys[i][1],
                                   thread_names.get(keys[i], f"thread {keys[i][1]}")) for i in used)
     for s in spans:
@@ -388,12 +389,18 @@ def _build(doc: Any, source: str) -> ProfileTrace:
     end = round(max(s.ts + s.dur for s in spans) - t0, 3)
     notes = []
     if skipped:
-        notes.append(f"{skipped} malformed event{'s' if skipped != 1 else ''} skipped (no ts/dur)")
+        notes.append(f"{skipped} malformed event{'s' if skipped != 1 else ''} skipped (no ts/dur, or a pid/tid "
+                     "that is not a number or a string)")
     meta = doc if isinstance(doc, Mapping) else {}
     with_stack = bool(python) or bool(meta.get("with_stack"))
     record_shapes = any(e.shapes for e in events) or bool(meta.get("record_shapes"))
     return ProfileTrace(source, threads, tuple(events), _averages(events, child_time), end, len(python),
                         with_stack, record_shapes, None, tuple(notes))
+
+
+def _is_id(v: Any) -> bool:
+    """A pid or tid a lane can be keyed by: a number, a string or absent (a list or dict in a file is malformed)."""
+    return v is None or (type(v) in (int, float, str) and v == v)
 
 
 def _lane_order(key: tuple[Any, Any]) -> tuple[float, float, str]:
