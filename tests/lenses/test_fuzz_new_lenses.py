@@ -218,3 +218,25 @@ def test_a_profile_with_odd_thread_ids_or_many_threads_loads() -> None:
                                           "dur": 1} for i in range(40_000)]})
     assert len(wide.threads) == 40_000 and [t.tid for t in wide.threads[:3]] == [0, 1, 2]
     assert time.monotonic() - start < 10, "the fuzz rule: a lens answers within 10 s"
+
+
+def test_an_autocast_probe_never_copies_a_huge_expanded_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe copies the call's inputs, and a copy of an expanded tensor is dense: a 1-element tensor expanded to
+    16384 x 16384 once made the probe allocate a gigabyte per try. Past PROBE_MAX_BYTES the call is "not probed"."""
+    from torchlens_widgets.lenses import autocast as lens
+    from torchlens_widgets.render.autocast import autocast_html
+
+    copied: list[int] = []
+    real = lens._with_floats
+
+    def watched(args: object, kwargs: object, dtypes: object) -> object:
+        copied.append(lens._probe_bytes(args, kwargs))
+        return real(args, kwargs, dtypes)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lens, "_with_floats", watched)
+    huge = torch.ones(1).expand(16384, 16384)
+    trace = lens.autocast_trace(lambda t: t.sum(), huge)
+    assert [c.policy for c in trace.calls] == ["not probed"] and copied == []
+    assert "not probed: inputs too big" in autocast_html(trace.to_dict())
+    small = lens.autocast_trace(lambda t: t.sum(), torch.ones(1).expand(64, 64))
+    assert [c.policy for c in small.calls] == ["unlisted"] and copied and max(copied) <= lens.PROBE_MAX_BYTES

@@ -7,7 +7,8 @@ the same autocast with its floating inputs all in the low dtype, all in float32,
 - lower precision: float32 inputs are cast down;
 - float32: low-precision inputs are cast up;
 - promote: mixed inputs are cast to the widest; matching inputs are left alone;
-- unlisted: autocast leaves the call alone (it runs in whatever dtype its inputs have).
+- unlisted: autocast leaves the call alone (it runs in whatever dtype its inputs have);
+- not probed: the call's inputs are too big to copy for a probe (PROBE_MAX_BYTES); probe it on smaller ones.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from torch.utils._pytree import tree_leaves, tree_map
 __all__ = ["AutocastCall", "AutocastError", "AutocastTrace", "DtypeRun", "ValueProbe", "autocast_trace", "dtypes_ran",
            "probe_values"]
 
-POLICIES = ("lower precision", "float32", "promote", "unlisted")
+POLICIES = ("lower precision", "float32", "promote", "unlisted", "not probed")
+# A probe copies the call's tensors (an expanded 1-element tensor becomes its full size): past this, no probe
+PROBE_MAX_BYTES = 256 * 2**20
 _LOW = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 # explicit conversions the user wrote: their casts are the user's, not autocast's
 _USER_CASTS = {"to", "type", "float", "double", "half", "bfloat16", "__get__"}
@@ -183,10 +186,17 @@ def _probe(func: Any, args: Any, kwargs: Any, device: str, low: torch.dtype,
     return [c for _, _, c in runs.ops if c], _dtypes(out)
 
 
+def _probe_bytes(args: Any, kwargs: Any) -> int:
+    """What a probe's copies of the call's tensors take (float32 at most per element: a copy is dense)."""
+    return sum(t.numel() * max(t.element_size(), 4) for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor))
+
+
 def _policy(func: Any, args: Any, kwargs: Any, device: str, low: torch.dtype, floats: int) -> str:
     lowname = str(low).removeprefix("torch.")
     if floats == 0:
         return "unlisted"
+    if _probe_bytes(args, kwargs) > PROBE_MAX_BYTES:
+        return "not probed"
     all_low = _probe(func, args, kwargs, device, low, lambda i: low)
     all_f32 = _probe(func, args, kwargs, device, low, lambda i: torch.float32)
     if all_f32 is not None and any(c == f"float32 -> {lowname}" for c in all_f32[0]):

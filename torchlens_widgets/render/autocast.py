@@ -12,7 +12,7 @@ from .theme import STYLE, var
 
 __all__ = ["autocast_html", "autocast_text", "probe_html", "probe_text"]
 
-_POLICY_CLASS = {"lower precision": "lo", "float32": "f32", "promote": "pro", "unlisted": "none"}
+_POLICY_CLASS = {"lower precision": "lo", "float32": "f32", "promote": "pro", "unlisted": "none", "not probed": "none"}
 
 _CSS = (
     ".tlw-autocast{font:13px/1.45 var(--jp-ui-font-family,sans-serif);color:" + var("fg") + ";background:" + var("bg")
@@ -55,7 +55,10 @@ def autocast_html(trace: Mapping[str, Any]) -> str:
             "<table><tr><th>#</th><th>call</th><th>inputs</th><th>outputs</th><th>autocast list</th>"
             f'<th>casts autocast inserted</th></tr>{"".join(rows)}</table>'
             '<div class="muted">lower precision: float32 inputs cast down · float32: low-precision inputs cast up · '
-            "promote: mixed inputs cast to the widest · unlisted: runs in the dtype it is given</div></div>")
+            "promote: mixed inputs cast to the widest · unlisted: runs in the dtype it is given"
+            + (" · not probed: inputs too big to copy for a probe" if any(c["policy"] == "not probed"
+                                                                        for c in trace["calls"]) else "")
+            + "</div></div>")
 
 
 def autocast_text(trace: Mapping[str, Any]) -> str:
