@@ -240,3 +240,16 @@ def test_an_autocast_probe_never_copies_a_huge_expanded_input(monkeypatch: pytes
     assert "not probed: inputs too big" in autocast_html(trace.to_dict())
     small = lens.autocast_trace(lambda t: t.sum(), torch.ones(1).expand(64, 64))
     assert [c.policy for c in small.calls] == ["unlisted"] and copied and max(copied) <= lens.PROBE_MAX_BYTES
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_dispatch_scenarios_of_quantized_and_nested_inputs_leave_out_only_the_meta_state() -> None:
+    """A quantized or strided nested tensor has no meta copy: scenarios once raised torch's NotImplementedError."""
+    from torchlens_widgets.lenses.dispatch_table import scenarios
+
+    quantized = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.quint8)
+    nested = torch.nested.nested_tensor([torch.randn(2), torch.randn(3)])
+    for x in (quantized, nested):
+        states = [name for name, _ in scenarios("aten::add.Tensor", x, x)]
+        assert states[0] == "as given" and "meta tensors" not in states and len(states) == 5, states
+    assert [n for n, _ in scenarios("aten::add.Tensor", torch.ones(2), torch.ones(2))][-1] == "meta tensors"

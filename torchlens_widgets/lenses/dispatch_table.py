@@ -216,7 +216,8 @@ def choose(op: object, *args: Any, **kwargs: Any) -> DispatchChoice:
 
 def scenarios(op: object, *args: Any) -> list[tuple[str, DispatchChoice]]:
     """`choose` for the same call in the states that change the answer: as given, under no_grad (changes
-    nothing: the autograd key stays), inference_mode, CPU autocast, a TorchDispatchMode, and meta inputs."""
+    nothing: the autograd key stays), inference_mode, CPU autocast, a TorchDispatchMode, and meta inputs (left
+    out for inputs that have no meta copy: quantized, strided nested)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class _Watching(TorchDispatchMode):
@@ -232,6 +233,9 @@ def scenarios(op: object, *args: Any) -> list[tuple[str, DispatchChoice]]:
         out.append(("torch.autocast('cpu')", choose(op, *args)))
     with _Watching():
         out.append(("a TorchDispatchMode", choose(op, *args)))
-    meta = [a.detach().to("meta") if isinstance(a, torch.Tensor) else a for a in args]
+    try:  # a quantized or (strided) nested tensor has no meta copy: that state is left out, the rest stands
+        meta = [a.detach().to("meta") if isinstance(a, torch.Tensor) else a for a in args]
+    except (NotImplementedError, RuntimeError):
+        return out
     out.append(("meta tensors", choose(op, *meta)))
     return out
