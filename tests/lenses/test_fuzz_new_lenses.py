@@ -253,3 +253,14 @@ def test_dispatch_scenarios_of_quantized_and_nested_inputs_leave_out_only_the_me
         states = [name for name, _ in scenarios("aten::add.Tensor", x, x)]
         assert states[0] == "as given" and "meta tensors" not in states and len(states) == 5, states
     assert [n for n, _ in scenarios("aten::add.Tensor", torch.ones(2), torch.ones(2))][-1] == "meta tensors"
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_contract_of_a_sparse_or_quantized_example_says_to_pass_dense_tensors() -> None:
+    """A sparse example once raised torch's 'Cannot access storage of SparseTensorImpl'."""
+    from torchlens_widgets.lenses.contract import ContractError
+
+    for x in (torch.randn(4, 4).to_sparse(), torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.quint8),
+              torch.randn(4, 4).to_sparse_csr()):
+        err = outcome(lambda x=x: contract_matrix(lambda a: a * 2, lambda a: a * 2, [x]), (ContractError,))
+        assert isinstance(err, ContractError) and "dense" in str(err), err

@@ -234,6 +234,11 @@ def contract_matrix(op: Callable[..., Any], reference: Callable[..., Any], examp
         raise ContractError("give the operator and a reference implementation as callables")
     if isinstance(example, torch.Tensor) or not example or not all(isinstance(t, torch.Tensor) for t in example):
         raise ContractError("example: a tuple of the tensors you would call the op with, e.g. (x, y)")
+    odd = [t for t in example if t.layout != torch.strided or t.is_nested or t.is_quantized]
+    if odd:  # the cases are views of a strided tensor (transposed, sliced, expanded): another layout has none
+        what = "quantized" if odd[0].is_quantized else "nested" if odd[0].is_nested else str(odd[0].layout)
+        raise ContractError(f"example: a {what} tensor; the contract's cases are strided layouts (transposed, "
+                            "sliced, expanded ...): give dense tensors, e.g. x.to_dense()")
     if any(t.dim() == 0 for t in example) or len({tuple(t.shape) for t in example}) != 1:
         raise ContractError("example tensors must share one shape of at least one dimension; the cases derive "
                             "0-d, empty and larger inputs from it")
