@@ -264,3 +264,17 @@ def test_a_contract_of_a_sparse_or_quantized_example_says_to_pass_dense_tensors(
               torch.randn(4, 4).to_sparse_csr()):
         err = outcome(lambda x=x: contract_matrix(lambda a: a * 2, lambda a: a * 2, [x]), (ContractError,))
         assert isinstance(err, ContractError) and "dense" in str(err), err
+
+
+def test_a_pickle_memo_bomb_is_refused_quickly() -> None:
+    """One list referenced 3000 times, each holding one dict 3000 times: 12 KB of pickle that kept load_snapshot
+    busy for 99 s. No snapshot torch writes shares its lists."""
+    import pickle
+
+    from torchlens_widgets.lenses.memory import SnapshotError, load_snapshot
+
+    row = [{"size": 1, "address": 0}] * 3000
+    bomb = pickle.dumps({"segments": [{"address": 0, "total_size": 10, "blocks": row}] * 3000, "device_traces": [[]]})
+    start = time.monotonic()
+    err = outcome(lambda: load_snapshot(bomb), (SnapshotError,))
+    assert isinstance(err, SnapshotError) and "crafted" in str(err) and time.monotonic() - start < 10

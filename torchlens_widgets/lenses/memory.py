@@ -771,6 +771,37 @@ def _read_bytes(data: bytes, origin: str) -> Any:
         ) from None
 
 
+_MAX_VISITS = 20_000_000  # containers and entries a snapshot may unfold to (a large real one is well under)
+
+
+def _check_unfolded(obj: Any) -> None:
+    """Refuse a structure that unfolds to far more than it holds: a pickle can reference one list thousands of
+    times (3000 x 3000 references took load_snapshot 99 s), which no snapshot torch writes does."""
+    seen: set[int] = set()
+    visits = entries = 0
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            items: Any = o.values()
+        elif isinstance(o, (list, tuple)):
+            items = o
+        else:
+            continue
+        visits += 1
+        entries += len(o)
+        seen.add(id(o))
+        if visits > 100_000 and visits > 2 * len(seen):  # a tree visits each container once
+            raise SnapshotError("this snapshot references the same lists over and over (it unfolds to more than twice the "
+                                "lists it holds): a crafted file, not one torch.cuda.memory._dump_snapshot "
+                                "wrote; load a snapshot torch wrote")
+        if entries > _MAX_VISITS:
+            raise SnapshotError(f"this snapshot unfolds to over {_MAX_VISITS:,} entries; the lens reads smaller "
+                                "snapshots (record fewer steps, or torch.cuda.memory._record_memory_history("
+                                "max_entries=...))")
+        stack.extend(items)
+
+
 def load_snapshot(obj: Any, *, device: int | None = None) -> MemorySnapshot:
     """Read a CUDA memory snapshot: the dict ``torch.cuda.memory._snapshot()`` returns, or a file holding it.
 
@@ -796,6 +827,7 @@ def load_snapshot(obj: Any, *, device: int | None = None) -> MemorySnapshot:
                             "it is not a torch.cuda.memory._snapshot() result")
     if device is not None and (type(device) is not int or device < 0):
         raise SnapshotError(f"device must be a CUDA device index (0, 1, ...), got {device!r}")
+    _check_unfolded(obj)
     try:
         return _parse(obj, device)
     except SnapshotError:
