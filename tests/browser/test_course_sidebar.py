@@ -26,6 +26,7 @@ EXERCISES = {  # grade id: (points, answer, visible test, hidden test)
     "02-only": (3, "only = 3", "c.equal(only, 3, what='only')", None),
 }
 STUB_MARK = "NotImplementedError"
+AFTER = "a picture after the exercises"
 
 JS_CELL_INDEX = """gid => window.jupyterapp.shell.currentWidget.content.widgets
   .findIndex(c => (c.model.getMetadata('nbgrader') || {}).grade_id === gid)"""
@@ -54,6 +55,7 @@ def _source_notebook(path: Path, title: str, grades: list[str]) -> None:
         cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": points,
                                      "grade_id": gid, "schema_version": 3}
         nb.cells += [sol, cell]
+    nb.cells.append(nbformat.v4.new_code_cell(f"print({AFTER!r})"))  # teaching after the exercises
     nbformat.write(nb, path)
 
 
@@ -202,3 +204,28 @@ def test_sidebar_text_is_readable_in_both_themes(page, lab, request, theme: str)
         assert min(t["size"] for t in texts) >= 10, texts
         print(f"{theme}: lowest contrast {min(t['ratio'] for t in texts):.2f}:1 over {len(texts)} texts")
         page.screenshot(path=str(SHOTS / f"course-sidebar-{theme.split()[-1].lower()}-e2e.png"))
+
+
+def test_run_all_goes_on_past_an_unanswered_exercise(page, lab, request) -> None:
+    """A fresh student copy: Run All runs every cell (the answer and test cells carry raises-exception), so the
+    teaching after an unanswered exercise shows; the exercise's check still failed (it scores 0)."""
+    from .lab import JS_RUN
+
+    with screenshot_on_failure(page, lab, request.node.name):
+        page.goto(f"{lab.url}/lab/tree/02-beta.ipynb?reset&token={lab.token}", wait_until="domcontentloaded",
+                  timeout=60_000)
+        page.wait_for_function("() => window.jupyterapp?.shell.currentWidget?.context?.path === '02-beta.ipynb'",
+                               timeout=60_000)
+        wait_kernel_idle(page)
+        try:
+            page.evaluate(JS_RUN, ["notebook:run-all-cells", 60_000])
+        except Exception:  # Lab's command reports the cell error; the kernel goes on with the queued cells
+            pass
+        page.wait_for_function("""text => window.jupyterapp.shell.currentWidget.content.widgets.some(c =>
+            c.model.type === 'code' && JSON.stringify(c.model.outputs.toJSON()).includes(text))""", arg=AFTER,
+                               timeout=60_000, polling=200)
+        failed = page.evaluate("""() => window.jupyterapp.shell.currentWidget.content.widgets
+            .filter(c => c.model.type === 'code' && c.model.outputs.toJSON().some(o => o.output_type === 'error'))
+            .map(c => (c.model.getMetadata('nbgrader') || {}).grade_id)""")
+        assert failed and all(g in ("02-only-answer", "02-only") for g in failed), failed
+        page.screenshot(path=str(SHOTS / "course-run-all-past-an-exercise.png"))

@@ -142,6 +142,37 @@ def test_test_and_locked_cells_are_locked(released: NotebookNode) -> None:
     assert released.cells[4].metadata.nbgrader["points"] == 2  # nbgrader metadata survives
 
 
+def test_answer_and_test_cells_let_run_all_go_on(released: NotebookNode) -> None:
+    """An unanswered exercise raises; the tag tells JupyterLab's Run All (and nbclient) to go on past it."""
+    from torchlens_widgets.course.release import RUNS_ON
+
+    for i, cell in enumerate(released.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        tagged = RUNS_ON in cell.metadata.get("tags", [])
+        assert tagged == (cell.cell_type == "code" and bool(meta.get("solution") or meta.get("grade"))), i
+
+
+@pytest.mark.notebooks
+def test_run_all_of_a_fresh_student_copy_reaches_every_cell(tmp_path: Path) -> None:
+    """Notebook 01 released and run as Run All runs it (stop at the first error not allowed by a cell's tag):
+    every code cell runs, only exercise cells fail, and every teaching cell shows its output."""
+    from nbclient import NotebookClient
+
+    source = nbformat.read(Path(__file__).parents[2] / "notebooks" / "01-runtime.ipynb", as_version=4)
+    student = release_notebook(source, "01-runtime.ipynb")
+    NotebookClient(student, timeout=300, kernel_name="python3", allow_errors=False,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    code = [c for c in student.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code), "Run All stopped before the end"
+    failed = [c.metadata["nbgrader"]["grade_id"] for c in code if any(o.output_type == "error" for o in c.outputs)]
+    exercise = {c.metadata["nbgrader"]["grade_id"] for c in code if c.metadata.get("nbgrader", {}).get("grade")}
+    assert failed and set(failed) <= {g for c in code for g in [c.metadata.get("nbgrader", {}).get("grade_id")] if g}
+    assert exercise <= set(failed)  # every unanswered exercise's check failed (it scores 0)
+    teaching = [c for c in code if not c.metadata.get("nbgrader", {}).get("solution")
+                and not c.metadata.get("nbgrader", {}).get("grade")]
+    assert all(not any(o.output_type == "error" for o in c.outputs) for c in teaching)
+
+
 def test_release_is_pure() -> None:
     nb = source_notebook()
     before = nbformat.writes(nb)

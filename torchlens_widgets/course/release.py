@@ -146,6 +146,10 @@ def _process_regions(cell: NotebookNode, name: str | None, index: int) -> tuple[
     return "\n".join(out), found_solution
 
 
+#: The tag an answer or test cell of a student copy carries: an error there does not stop Run All.
+RUNS_ON = "raises-exception"
+
+
 def release_notebook(nb: NotebookNode, name: str | None = None) -> NotebookNode:
     """Return the student version of ``nb`` (not modified); ``name`` labels errors. Raises ReleaseError."""
     _validate(nb, name)
@@ -175,6 +179,12 @@ def release_notebook(nb: NotebookNode, name: str | None = None) -> NotebookNode:
             cell.outputs = []
             cell.execution_count = None
         cell.metadata.pop("execution", None)  # nbclient timing information
+        if cell.cell_type == "code" and (solution or grade):
+            # Run All goes on past an unanswered exercise (JupyterLab and nbclient honour this tag), so a fresh copy
+            # shows every teaching picture; the failed check still scores 0 (nbgrader and our grader read outcomes)
+            tags = cell.metadata.setdefault("tags", [])
+            if RUNS_ON not in tags:
+                tags.append(RUNS_ON)
         if locked or (grade and not solution):
             cell.metadata.nbgrader["locked"] = True
             cell.metadata["editable"] = False
