@@ -17,6 +17,7 @@ from torchlens_widgets.lenses.fusion import (
     fusion_report,
     memory_accesses,
     time_pair,
+    time_until,
     vector_isa,
 )
 from torchlens_widgets.lenses.recorded import recording
@@ -244,3 +245,43 @@ def test_the_recorded_gpu_reports_rebuild():
         report = FusionReport.from_dict(data)
         assert json.loads(json.dumps(report.to_dict()))["fused"] == data["fused"] and report.fused.vector is None  # Triton: no C++ ISA
         assert report.fused.kernels[-1].name.startswith("triton_")
+
+
+def guarded_standardise(x):
+    m = x.mean(dim=1, keepdim=True)
+    c = x - m
+    s = (c * c).mean(dim=1, keepdim=True).sqrt()
+    if (s == 0).any():  # a graph break: the full-size c crosses it
+        s = torch.where(s == 0, torch.ones_like(s), s)
+    return c / s
+
+
+def test_a_tensor_crossing_a_graph_break_is_an_intermediate_named_as_the_function_names_it():
+    x = torch.randn(8, 16)
+    t = fused_traffic(guarded_standardise, x)
+    assert t.graph_breaks == 1 and t.inputs == ("x",) and t.outputs == ("out",)
+    mids = dict(t.intermediates)
+    assert mids["c"] == 8 * 16 * F32 and mids["s"] == 8 * F32  # written by graph 0, read back by graph 1
+    (last,) = [k for k in t.kernels if ("out", 8 * 16 * F32) in k.writes]
+    assert dict(last.reads) == {"c": 8 * 16 * F32, "s": 8 * F32}
+
+
+def test_a_library_call_with_two_results_writes_both():
+    def sorted_doubled(x):
+        return torch.sort(x, dim=1).values * 2
+
+    x = torch.randn(8, 16)
+    t = fused_traffic(sorted_doubled, x)
+    sort, mul = t.kernels
+    assert sort.name == "torch.ops.aten.sort.stable" and mul.name.startswith("cpp_fused_mul")
+    assert sorted(n for _, n in sort.writes) == [8 * 16 * F32, 8 * 16 * 8]  # values (float32), indices (int64)
+    (values,) = [b for b, n in sort.writes if n == 8 * 16 * F32]
+    assert t.intermediates == ((values, 8 * 16 * F32),) and dict(mul.reads) == {values: 8 * 16 * F32}
+
+
+def test_time_until_retries_until_the_claim_holds():
+    calls = []
+    ms, tries = time_until(lambda: None, holds=lambda ms: calls.append(ms) or len(calls) == 2, tries=3, repeat=1)
+    assert tries == 2 and len(ms) == 1
+    with pytest.raises(FusionError):
+        time_until(lambda: None, holds=lambda ms: True, tries=0)

@@ -11,8 +11,13 @@ from torchlens_widgets.course.exercises import n13
 HIDDEN_BYTES = [("eager", 3, 5, "float64"), ("eager", 1, 7, "float16"), ("eager", 9, 1, "float32"),
                 ("fused", 5, 3, "float16")]
 HIDDEN_STANDARDISE = [(1, (5, 33), ()), (2, (4, 7), (0, 3)), (3, (1, 9), (0,))]
-HIDDEN_KERNELS = [("softmax_by_hand", (48, 80)), ("sorted_doubled", (48, 80)), ("transposed_copy", (48, 80))]
-RIGHT = {"shift_scale_relu": 1, "softmax_by_hand": 1, "sorted_doubled": 2, "transposed_copy": 1, "two_matmuls": 2}
+HIDDEN_KERNELS = [("rms_scaled", (48, 80)), ("sorted_doubled", (48, 80)), ("transposed_copy", (48, 80))]
+RIGHT = {"shift_scale_relu": 1, "rms_scaled": 1, "sorted_doubled": 2, "transposed_copy": 1, "two_matmuls": 2}
+HIDDEN_CROSSING = [(3, 5, "float64"), (1, 7, "float16")]
+
+
+def crossing(rows, cols, itemsize):  # type: ignore[no-untyped-def]
+    return {"h": rows * cols * itemsize, "r": rows * itemsize}
 
 
 def eager_bytes(rows, cols, itemsize):  # type: ignore[no-untyped-def]
@@ -39,6 +44,8 @@ def test_references_pass_visible_and_hidden_cases(verdict) -> None:  # type: ign
         n13.fuse_standardise(c, standardise_fusable, hidden=HIDDEN_STANDARDISE))) is None
     assert verdict("13-predict-kernels", lambda c: (
         n13.predict_kernels(c, dict(RIGHT)), n13.predict_kernels(c, dict(RIGHT), hidden=HIDDEN_KERNELS))) is None
+    assert verdict("13-break-crossing", lambda c: (
+        n13.break_crossing(c, crossing), n13.break_crossing(c, crossing, hidden=HIDDEN_CROSSING))) is None
 
 
 def test_four_byte_floats_fail_on_a_numbered_hidden_case(verdict) -> None:  # type: ignore[no-untyped-def]
@@ -100,3 +107,17 @@ def test_a_wrong_hidden_prediction_is_numbered(verdict) -> None:  # type: ignore
     wrong = {**RIGHT, "sorted_doubled": 1}
     message = verdict("13-predict-kernels", lambda c: n13.predict_kernels(c, wrong, hidden=HIDDEN_KERNELS[1:]))
     assert message.startswith("hidden case 1: your prediction") and "sorted" not in message.split("\n")[0]
+
+
+def test_crossing_names_are_secret_and_inputs_do_not_cross(verdict) -> None:  # type: ignore[no-untyped-def]
+    def with_x(rows, cols, itemsize):  # type: ignore[no-untyped-def]
+        return {"h": rows * cols * itemsize, "r": rows * itemsize, "x": rows * cols * itemsize}
+
+    message = verdict("13-break-crossing", lambda c: n13.break_crossing(c, with_x))
+    assert message.startswith("crossing(64, 32, 4): the tensors that cross") and "After 3 failed" in message
+
+    def four_bytes(rows, cols, itemsize):  # type: ignore[no-untyped-def]
+        return {"h": rows * cols * 4, "r": rows * 4}
+
+    message = verdict("13-break-crossing", lambda c: n13.break_crossing(c, four_bytes, hidden=HIDDEN_CROSSING))
+    assert message.startswith("hidden case 1: bytes of h") and "120" not in message

@@ -16,7 +16,11 @@ def _standardise(body: str, pre: str = "") -> str:
 
 _STATS = "    m = x.mean(dim=1, keepdim=True)\n    c = x - m\n    s = (c * c).mean(dim=1, keepdim=True).sqrt()\n"
 
-_RIGHT = {"shift_scale_relu": 1, "softmax_by_hand": 1, "sorted_doubled": 2, "transposed_copy": 1, "two_matmuls": 2}
+def _crossing(body: str) -> str:
+    return f"def crossing(rows, cols, itemsize):\n    return {{{body}}}\n"
+
+
+_RIGHT = {"shift_scale_relu": 1, "rms_scaled": 1, "sorted_doubled": 2, "transposed_copy": 1, "two_matmuls": 2}
 
 
 def _predict(**changes: int) -> str:
@@ -46,7 +50,10 @@ WRONG = {
               "eager_bytes", gaming=True),
     ],
     "13-fuse-standardise": [
-        Wrong("the original, if and all",
+        Wrong("the original, loop and all",
+              _standardise(_STATS + "    for row in (s.flatten() == 0).nonzero().flatten().tolist():\n"
+                           "        s[row] = 1.0\n    return c / s"), "(graphs, breaks) when compiled"),
+        Wrong("an if around a where (still a graph break)",
               _standardise(_STATS + "    if (s == 0).any():\n        s = torch.where(s == 0, torch.ones_like(s), s)\n"
                            "    return c / s"), "(graphs, breaks) when compiled"),
         Wrong("drops the guard: a constant row gives nan", _standardise(_STATS + "    return c / s"),
@@ -84,7 +91,7 @@ WRONG = {
               "standardise_fusable compiled, on timed input", gaming=True),
     ],
     "13-predict-kernels": [
-        Wrong("a reduction never fuses", _predict(softmax_by_hand=3), "your prediction for softmax_by_hand"),
+        Wrong("a reduction never fuses", _predict(rms_scaled=3), "your prediction for rms_scaled"),
         Wrong("a library call fuses with what follows", _predict(sorted_doubled=1), "your prediction for sorted_doubled"),
         Wrong("a transpose needs its own copy kernel", _predict(transposed_copy=2), "your prediction for transposed_copy"),
         Wrong("two matmuls are one library call", _predict(two_matmuls=1), "your prediction for two_matmuls"),
@@ -96,7 +103,7 @@ WRONG = {
         # Inductor told not to fuse across a reduction, so the check's count matches the wrong prediction
         Wrong("switches Inductor's fusion off to match its prediction",
               "import torch._inductor.config\n\ntorch._inductor.config.max_fusion_size = 1\n"
-              + _predict(softmax_by_hand=4), "your prediction for softmax_by_hand", gaming=True),
+              + _predict(rms_scaled=2), "your prediction for rms_scaled", gaming=True),
         Wrong("a dict that reads the check's frame",
               "import sys\n\nfrom torchlens_widgets.lenses.fusion import fused_traffic\n\n\n"
               "class _Peek(dict):\n    def __getitem__(self, name):\n"
@@ -106,5 +113,28 @@ WRONG = {
               "        return fused_traffic(space[\"_fns\"][name], *args).kernel_count\n\n\n"
               "PREDICT_KERNELS = _Peek({k: 0 for k in " + repr(list(_RIGHT)) + "})\n",
               "(a plain dict)", gaming=True),
+    ],
+    "13-break-crossing": [
+        Wrong("counts the inputs as crossing too",
+              _crossing('"h": rows * cols * itemsize, "r": rows * itemsize, "x": rows * cols * itemsize'),
+              "crossing(64, 32, 4): the tensors that cross"),
+        Wrong("forgets the row sums", _crossing('"h": rows * cols * itemsize'),
+              "crossing(64, 32, 4): the tensors that cross"),
+        Wrong("takes the row sums for a full tensor", _crossing('"h": rows * cols * itemsize, "r": rows * cols * itemsize'),
+              "crossing(64, 32, 4): bytes of r"),
+        Wrong("names what is made after the break", _crossing('"out": rows * cols * itemsize, "r": rows * itemsize'),
+              "crossing(64, 32, 4): the tensors that cross"),
+        Wrong("assumes 4-byte floats", _crossing('"h": rows * cols * 4, "r": rows * 4'), "hidden case 1: bytes of h"),
+        Wrong("fitted to the visible case",
+              "def crossing(rows, cols, itemsize):\n    return {\"h\": 8192, \"r\": 256}\n",
+              "hidden case 1: bytes of h", gaming=True),
+        Wrong("asks the lens instead of working it out",
+              "import torch\nfrom torchlens_widgets.lenses.fusion import fused_traffic\n\n\n"
+              "def _f(x, w):\n    h = torch.tanh(x) * w\n    r = h.sum(dim=1, keepdim=True)\n"
+              "    torch._dynamo.graph_break()\n    return h / (1 + r.abs()) + x\n\n\n"
+              "def crossing(rows, cols, itemsize):\n"
+              "    t = fused_traffic(_f, torch.ones(rows, cols), torch.ones(cols))\n"
+              "    return {n: b // 4 * itemsize for n, b in t.intermediates if '.' not in n}\n",
+              "crossing called", gaming=True),
     ],
 }

@@ -1,5 +1,5 @@
 """Notebook 13 (fusion): the bytes a chain moves eager and fused, a function made to fuse into one kernel (and
-timed), and predictions of how many kernels Inductor runs.
+timed), predictions of how many kernels Inductor runs, and the tensors that cross a graph break.
 
 Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
 again with `hidden=...` (see `exercises.__init__`). Every compile here starts from a fresh Dynamo state, with
@@ -23,12 +23,12 @@ from ...lenses import fusion as fusion_lens
 from ...lenses.compile_trace import compile_trace
 from ...lenses.fusion import eager_traffic, fused_traffic
 from ...lenses.timing import one_thread, steady_heap
-from ._cases import named
+from ._cases import errors_by_type, named
 
 if TYPE_CHECKING:
     from ..checks import Check
 
-__all__ = ["bytes_moved", "fuse_standardise", "predict_kernels"]
+__all__ = ["bytes_moved", "break_crossing", "fuse_standardise", "predict_kernels"]
 
 # captured at import, before any answer cell runs: a rebound `time.perf_counter` or `dict` does not reach them
 _clock = time.perf_counter
@@ -131,9 +131,12 @@ def bytes_moved(c: Check, eager_bytes: Any, fused_bytes: Any,
 # Exercise 2 · Make it fuse, and measure the speed-up
 
 FUSE_HINTS = (
-    "the break is the `if` on a tensor's value: Dynamo cannot know which way it goes without running it",
-    "the guard need not be an `if`: an operation that picks, element by element, between the deviation and 1 does "
-    "the same for every row and stays in the graph",
+    "the break is where Python needs a tensor's values: which rows are constant (nonzero, then a Python loop over "
+    "a list). Dynamo cannot know them without running the graph",
+    "no row needs to be found: an operation that picks, element by element, between the deviation and 1 does the "
+    "same for every row and stays in the graph",
+    "look for torch's elementwise select (condition, value if true, value if false), applied to the whole column of "
+    "deviations at once",
 )
 COMPILED_HINTS = ("compiled, your function must compute what it computes when it runs eagerly: the check compares "
                   "the compiled results too, on every input",)
@@ -231,8 +234,9 @@ def fuse_standardise(c: Check, answer: Any, hidden: Iterable[tuple[int, tuple[in
 
 KERNEL_HINTS = (
     "elementwise operations fuse with each other and with a reduction over the same rows; a library call (a matmul, "
-    "a sort) is a kernel of its own",
-    "reading a tensor transposed is only a different index in the loop: it fuses",
+    "a sort) is a kernel of its own on this CPU",
+    "reading a tensor transposed is only a different index in the loop: it fuses; a row statistic followed by "
+    "elementwise work on the same rows is section 5's pattern",
 )
 
 
@@ -240,10 +244,8 @@ def shift_scale_relu(x: torch.Tensor) -> torch.Tensor:
     return ((x - 1) * 3).relu()
 
 
-def softmax_by_hand(x: torch.Tensor) -> torch.Tensor:
-    m = x.amax(dim=1, keepdim=True)
-    e = (x - m).exp()
-    return e / e.sum(dim=1, keepdim=True)
+def rms_scaled(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-6)
 
 
 def sorted_doubled(x: torch.Tensor) -> torch.Tensor:
@@ -258,7 +260,7 @@ def two_matmuls(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return (x @ w) @ w
 
 
-KERNEL_FUNCTIONS = MappingProxyType({f.__name__: f for f in (shift_scale_relu, softmax_by_hand, sorted_doubled,
+KERNEL_FUNCTIONS = MappingProxyType({f.__name__: f for f in (shift_scale_relu, rms_scaled, sorted_doubled,
                                                               transposed_copy, two_matmuls)})
 
 
@@ -284,3 +286,61 @@ def predict_kernels(c: Check, predictions: Any, hidden: Iterable[tuple[str, tupl
         got = mine[name]
         c.equal(got, _kernels(c, name, shape, 13), what=label if hidden is None else f"{label}: your prediction",
                 hint=KERNEL_HINTS, secret=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exercise 4 · What crosses a graph break
+
+CROSSING_HINTS = (
+    "a graph break ends graph 0: every tensor the code after it still uses must be returned by graph 0 (written to "
+    "memory) and taken by graph 1 (read back). Which locals are used after the break, and which of them did graph 0 "
+    "make?",
+    "an input the caller passed in is not written by graph 0, and a value used only before the break never leaves "
+    "graph 0; name each crossing tensor as the function names it",
+    "two tensors cross: one is as big as x, the other holds one number per row (keepdim keeps its shape (rows, 1))",
+)
+CROSSING_LENS_HINTS = ("work it out from the code: the check records calls into the course's fusion and compile "
+                       "lenses",)
+
+
+def _scaled_residual(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The notebook's `scaled_residual`, kept here: the one in the notebook can be rebound."""
+    h = torch.tanh(x) * w
+    r = h.sum(dim=1, keepdim=True)
+    torch._dynamo.graph_break()
+    return h / (1 + r.abs()) + x
+
+
+def _crossing_expected(c: Check, rows: int, cols: int, dtype: torch.dtype) -> dict[str, int]:
+    g = torch.Generator().manual_seed(rows * 31 + cols)
+    x, w = torch.randn(rows, cols, generator=g).to(dtype), torch.randn(cols, generator=g).to(dtype)
+    with _fresh_compiler(c):
+        fused = fused_traffic(_scaled_residual, x, w)
+    return {name: n for name, n in fused.intermediates if "." not in name}  # g0.buf3 stays inside graph 0
+
+
+def break_crossing(c: Check, crossing: Any, hidden: Iterable[tuple[int, int, str]] | None = None) -> None:
+    """`crossing(rows, cols, itemsize)`: a dict, tensor name -> bytes, of the tensors `scaled_residual` writes to
+    memory in graph 0 and reads back in graph 1, for `x` (rows, cols) and `w` (cols,) of one dtype, from the code
+    alone (no tensor op, no lens). Hidden cases: (rows, cols, dtype name)."""
+    mine = c.watch(crossing, "crossing", forbid=[fusion_lens, compile_lens], allow_aten=set(), hint=CROSSING_LENS_HINTS)
+    visible = ((64, 32, "float32"),)
+
+    def describe(case: tuple[int, int, str]) -> str:
+        rows, cols, dtype = case
+        return f"crossing({rows}, {cols}, {_DTYPES[dtype].itemsize})"
+
+    for label, (rows, cols, dtype) in named(hidden, visible, describe):
+        with errors_by_type(c, label, hidden is not None):
+            got = mine(rows, cols, _DTYPES[dtype].itemsize)
+        c.that(type(got) is dict, f"{label}: should give a dict, tensor name -> bytes, got {type(got).__name__}",
+               CROSSING_HINTS)
+        got = _dict(got)
+        c.that(all(type(k) is str for k in got), f"{label}: the dict's keys should be the tensors' names, as text",
+               CROSSING_HINTS)
+        expected = _crossing_expected(c, rows, cols, _DTYPES[dtype])
+        c.equal(sorted(got), sorted(expected), what=f"{label}: the tensors that cross", hint=CROSSING_HINTS,
+                secret=True)
+        for name in sorted(expected):
+            c.equal(got[name], expected[name], what=f"{label}: bytes of {name}", hint=CROSSING_HINTS,
+                    secret=hidden is not None)
