@@ -166,3 +166,39 @@ def test_a_trace_rebuilds_from_its_dict() -> None:
     assert again.breaks == trace.breaks and again.frames == trace.frames and again.graphs == trace.graphs
     recorded = CompileTrace.from_dict(recording("compile").load("compile_trace_chain")["trace"])
     assert recorded.kernel_count == 2 and all(k.name.startswith("triton_") for k in recorded.kernels)
+
+
+def loop_break(x):
+    for i in range(3):
+        x = x * 2
+        print("step", i)
+    return x.sin()
+
+
+def test_a_break_inside_a_loop_skips_the_whole_frame_and_says_why() -> None:
+    trace = compile_trace(loop_break, torch.randn(4), backend="eager")
+    assert (trace.graph_count, trace.break_count, trace.frames) == (0, 0, ())  # nothing compiled, nothing broke
+    (skip,) = trace.skipped
+    assert skip.function == "loop_break" and skip.line == _line_of(loop_break, "print") and "print" in skip.code
+    assert skip.kind == "Failed to trace builtin operator" and "loop" in skip.why and "skipped" in trace.summary()
+    assert not compile_trace(no_break, torch.randn(4), backend="eager").skipped
+
+
+def test_the_tensor_match_guard_shows_its_size_and_stride_check() -> None:
+    trace = compile_trace(no_break, torch.randn(4, 3).t(), backend="eager")
+    (tensor,) = [g for g in trace.frames[0].guards if g.kind == "TENSOR_MATCH"]
+    assert tensor.checks[0].startswith("check_tensor(L['x'], Tensor, ")
+    assert tensor.checks[0].endswith("torch.float32, device=None, requires_grad=False, size=[3, 4], stride=[1, 3])")
+    assert "TENSOR_MATCH: check_tensor(L['x']" in trace.frames[0].guard_tree
+
+
+def test_saved_for_backward_by_partitioner() -> None:
+    def sin_cos(x, w):
+        return (x.sin().cos() * w).sum()
+
+    x, w = torch.randn(8, requires_grad=True), torch.randn(8)
+    mincut = compile_trace(sin_cos, x, w, backend="aot_eager", backward=True).frames[0]
+    default = compile_trace(sin_cos, x, w, backend="aot_eager_default_partitioner", backward=True).frames[0]
+    assert mincut.saved_for_backward == ("primals_1", "primals_2")  # min-cut recomputes sin in the backward
+    assert default.saved_for_backward == ("primals_1", "primals_2", "sin")
+    assert "aten.sin" in mincut.aot_graph("backward") and "# File:" not in mincut.aot_graph("joint")

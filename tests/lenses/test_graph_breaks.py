@@ -63,3 +63,16 @@ def test_suppress_errors_does_not_hide_an_error() -> None:
 def test_not_a_function_is_refused() -> None:
     with pytest.raises(TypeError, match="expected a function"):
         graph_breaks(3, torch.randn(2))  # type: ignore[arg-type]
+
+
+def test_a_break_inside_a_loop_is_reported_as_a_skipped_frame() -> None:
+    def loop(x):
+        for i in range(2):
+            x = x + 1
+            print(i)
+        return x
+
+    report = graph_breaks(loop, torch.randn(3))
+    assert (report.graphs, report.graph_breaks) == (0, 0) and len(report.skipped) == 1
+    assert report.skipped[0].startswith("loop (line ") and "loop" in report.skipped[0].split(";", 1)[1]
+    assert "frame skipped" in report.summary()

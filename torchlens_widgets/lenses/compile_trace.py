@@ -31,12 +31,17 @@ __all__ = [
     "CapturedGraph",
     "Kernel",
     "Recompile",
+    "SkippedFrame",
     "compile_trace",
+    "torch_logs",
 ]
 
-_BACKENDS = ("inductor", "aot_eager", "eager")
+_BACKENDS = ("inductor", "aot_eager", "aot_eager_default_partitioner", "eager")
 _COMPILE_KW = ("backend", "fullgraph", "dynamic", "mode", "options")
 _FAILED = re.compile(r"(?P<cid>\d+/\d+): (?P<why>.*)", re.S)
+_TENSOR_CHECK = re.compile(r"TENSOR_MATCH: (?P<check>check_tensor\((?P<source>[^,]+), .*?stride=\[[^\]]*\]\))")
+_SAVED = re.compile(r"^\s*(?P<name>\w+),\s*# SavedForBackwardsAOTOutput", re.M)
+_LOOP_SKIP = "*** While handling this graph break, another graph break occurred: ***"
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[^\n]+)\n\s*(?P<code>[^\n]*)')
 
 
@@ -77,6 +82,21 @@ class Guard:
     checks: tuple[str, ...]
     line: int | None
     code: str
+
+
+@dataclass(frozen=True)
+class SkippedFrame:
+    """A frame Dynamo gave up on and left to run eagerly, whole: no graph, no break counted (a graph break
+    inside a for/while loop does this). `kind`, `explanation`: the break that started it; `why`: Dynamo's
+    reason for skipping the frame rather than splitting the graph; `line`, `code`: where it stopped."""
+
+    function: str
+    filename: str
+    line: int | None
+    code: str
+    kind: str
+    explanation: str
+    why: str
 
 
 @dataclass(frozen=True)
@@ -131,6 +151,14 @@ class CompiledFrame:
     aot_joint: str | None
     seconds: dict[str, float]  # "total", "dynamo", "aot_autograd", "inductor" (what applies)
     cache_size_before: int
+    saved_for_backward: tuple[str, ...] = ()  # the forward's outputs the backward reads (AOT node names)
+    guard_tree: str = ""  # Dynamo's guard manager as it prints itself (every guard, C++ ones included)
+
+    def aot_graph(self, stage: str) -> str:
+        """AOTAutograd's "forward", "backward" or "joint" graph as readable Python, without the `# File: ...`
+        comments (they name the file the source came from; a notebook cell's is a temporary one)."""
+        text = {"forward": self.aot_forward, "backward": self.aot_backward, "joint": self.aot_joint}[stage]
+        return "\n".join(line for line in (text or "").splitlines() if not line.strip().startswith("# File:"))
 
 
 @dataclass(frozen=True)
@@ -149,6 +177,7 @@ class CompileTrace:
     filename: str = ""  # where the function's source is, and its lines (empty when Python has no source)
     first_line: int = 0
     source: tuple[str, ...] = ()
+    skipped: tuple[SkippedFrame, ...] = ()  # frames Dynamo ran eagerly, whole (a break inside a loop)
     result: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -187,7 +216,8 @@ class CompileTrace:
 
         def frame(f: Mapping[str, Any]) -> CompiledFrame:
             return CompiledFrame(**{**f, "guards": t(Guard(**{**g, "checks": t(g["checks"])}) for g in f["guards"]),
-                                    "seconds": dict(f["seconds"])})
+                                    "seconds": dict(f["seconds"]),
+                                    "saved_for_backward": t(f.get("saved_for_backward", ()))})
 
         def graph(g: Mapping[str, Any]) -> CapturedGraph:
             return CapturedGraph(**{**g, "ops": t(GraphOp(**o) for o in g["ops"]), "lines": t(g["lines"]),
@@ -202,7 +232,7 @@ class CompileTrace:
                          for r in d["recompiles"]),
             kernels=t(Kernel(**{**k, "fused_nodes": t(k["fused_nodes"]), "lines": t(k["lines"])}) for k in d["kernels"]),
             seconds=d["seconds"], filename=d.get("filename", ""), first_line=d.get("first_line", 0),
-            source=t(d.get("source", ())))
+            source=t(d.get("source", ())), skipped=t(SkippedFrame(**s) for s in d.get("skipped", ())))
 
     def summary(self) -> str:
         """A few lines: graphs, breaks with their lines, recompiles with the failing guard, kernels."""
@@ -216,6 +246,9 @@ class CompileTrace:
             lines.append(f"  break at line {b.line} `{b.code.strip()}`: {b.kind}")
             if b.hints:
                 lines.append(f"    hint: {b.hints[0]}")
+        for s in self.skipped:
+            lines.append(f"  frame {s.function} skipped (runs eagerly, whole) at line {s.line} `{s.code.strip()}`: "
+                         f"{s.kind}; {s.why}")
         for r in self.recompiles:
             lines.append(f"  recompile {r.compile_id} of {r.function}: {'; '.join(dict.fromkeys(r.reasons))}")
         for k in self.kernels:
@@ -308,6 +341,41 @@ def _structured_events() -> Iterator[_Events]:
         trace_log.setLevel(level)
         trace_log.propagate = propagate
         quiet.setLevel(quiet_level)
+
+
+@contextlib.contextmanager
+def torch_logs(*artifacts: str) -> Iterator[list[str]]:
+    """What `TORCH_LOGS="graph_breaks,recompiles"` would print, collected (one string per message) instead of
+    written to stderr: `torch._logging.set_logs(<artifact>=True)` for the block, each artifact's loggers sent
+    to a list, then `set_logs()` (torch's defaults) again."""
+    import torch
+
+    messages: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    handler = _Collect(logging.DEBUG)
+    torch._logging.set_logs(**dict.fromkeys(artifacts, True))  # type: ignore[arg-type]
+    # the artifacts' loggers exist once their modules are loaded
+    import torch._dynamo.convert_frame
+    import torch._dynamo.guards
+    import torch._dynamo.symbolic_convert
+
+    loggers = [logging.getLogger(n) for n in list(logging.Logger.manager.loggerDict)
+               if any(n.endswith(f".__{a}") for a in artifacts)]
+    before = [(log, log.propagate) for log in loggers]
+    for log in loggers:
+        log.propagate = False
+        log.addHandler(handler)
+    try:
+        yield messages
+    finally:
+        for log, propagate in before:
+            log.propagate = propagate
+            log.removeHandler(handler)
+        torch._logging.set_logs()
 
 
 def _cid(meta: dict[str, Any]) -> str | None:
@@ -456,8 +524,11 @@ def _assemble(fn: Any, backend: str, calls: int, graphs: list[CapturedGraph], br
     codes: list[tuple[str | None, str, dict[str, Any]]] = []  # compile id, generated module, its provenance
     metrics: list[dict[str, Any]] = []
     recompile_ids: list[tuple[str | None, list[str]]] = []
+    trees: dict[str, str] = {}
     for meta, payload in records:
         cid = _cid(meta)
+        if "dynamo_cpp_guards_str" in meta and payload:
+            trees[str(cid)] = payload.split("\nGuard latency")[0].strip("\n")
         for key in ("aot_forward_graph", "aot_backward_graph", "aot_joint_graph"):
             if key in meta and payload:
                 aot.setdefault(str(cid), {})[key] = payload
@@ -503,8 +574,11 @@ def _assemble(fn: Any, backend: str, calls: int, graphs: list[CapturedGraph], br
     frames = []
     recompiles = []
     fail_iter = iter(failures)
+    skipped = skipped_frames(metrics)
     for m in metrics:
         cid = str(m.get("compile_id"))
+        if m.get("fail_type"):  # nothing compiled: the frame ran eagerly (in `skipped` when Dynamo said so)
+            continue
         if not m.get("has_guarded_code", True) and not m.get("graph_op_count"):
             continue
         total = (m.get("duration_us") or 0) / 1e6 or float(m.get("entire_frame_compile_time_s") or 0.0)
@@ -517,12 +591,14 @@ def _assemble(fn: Any, backend: str, calls: int, graphs: list[CapturedGraph], br
         if inductor_s:
             times["inductor"] = round(inductor_s, 4)
         graphs_aot = aot.get(cid, {})
+        forward = graphs_aot.get("aot_forward_graph")
         frames.append(CompiledFrame(
             compile_id=cid, function=str(m.get("co_name") or ""), filename=str(m.get("co_filename") or ""),
             first_line=int(m.get("co_firstlineno") or 0), graph_ops=int(m.get("graph_op_count") or 0),
-            guards=guards.get(cid, ()), aot_forward=graphs_aot.get("aot_forward_graph"),
+            guards=_with_tensor_checks(guards.get(cid, ()), trees.get(cid, "")), aot_forward=forward,
             aot_backward=graphs_aot.get("aot_backward_graph"), aot_joint=graphs_aot.get("aot_joint_graph"),
-            seconds=times, cache_size_before=int(m.get("cache_size") or 0)))
+            seconds=times, cache_size_before=int(m.get("cache_size") or 0),
+            saved_for_backward=tuple(_SAVED.findall(forward or "")), guard_tree=trees.get(cid, "")))
     for cid, said in recompile_ids:
         function = next((f.function for f in frames if f.compile_id.split("/")[0] == (cid or "").split("/")[0]), "")
         reasons, against = [], []
@@ -538,7 +614,40 @@ def _assemble(fn: Any, backend: str, calls: int, graphs: list[CapturedGraph], br
     filename, first, lines_of_fn = _source_of(fn)
     return CompileTrace(function=name, backend=backend, calls=calls, graphs=tuple(graphs), breaks=tuple(breaks),
                         frames=tuple(frames), recompiles=tuple(recompiles), kernels=tuple(kernels),
-                        seconds=seconds, filename=filename, first_line=first, source=lines_of_fn, result=result)
+                        seconds=seconds, filename=filename, first_line=first, source=lines_of_fn,
+                        skipped=skipped, result=result)
+
+
+def _with_tensor_checks(guards: tuple[Guard, ...], tree: str) -> tuple[Guard, ...]:
+    """Each TENSOR_MATCH guard with, first among its checks, the C++ check it runs (`check_tensor(L['x'], Tensor,
+    <dispatch keys>, <dtype>, device=, requires_grad=, size=[...], stride=[...])`, None for a dynamic size):
+    guard export gives only its Python side (the hasattr checks on dimension markings)."""
+    found = {m["source"].strip(): m["check"] for m in _TENSOR_CHECK.finditer(tree)}
+    return tuple(replace(g, checks=(found[g.source], *g.checks))
+                 if g.kind == "TENSOR_MATCH" and g.source in found and found[g.source] not in g.checks else g
+                 for g in guards)
+
+
+def skipped_frames(metrics: list[dict[str, Any]]) -> tuple[SkippedFrame, ...]:
+    """The frames whose compile failed and which Dynamo ran eagerly, whole, from its compilation metrics: a graph
+    break it could not split the frame at (inside a for/while loop) ends there, with no graph and no break."""
+    import linecache
+
+    out = []
+    for m in metrics:
+        reason = str(m.get("fail_reason") or "")
+        if not m.get("fail_type") or not reason:
+            continue
+        first, _, last = reason.partition(_LOOP_SKIP)
+        kind, explanation, _ = _split_reason(first)
+        why = _split_reason(last)[1] if last else ""
+        filename = str(m.get("fail_user_frame_filename") or m.get("co_filename") or "")
+        line = m.get("fail_user_frame_lineno")
+        out.append(SkippedFrame(function=str(m.get("co_name") or ""), filename=filename,
+                                line=int(line) if line else None,
+                                code=linecache.getline(filename, int(line)).strip() if line else "",
+                                kind=kind, explanation=explanation, why=why or str(m.get("fail_type"))))
+    return tuple(out)
 
 
 def _source_of(fn: Any) -> tuple[str, int, tuple[str, ...]]:

@@ -27,6 +27,9 @@ class CompileReport:
     breaks: tuple[GraphBreak, ...]
     ops: tuple[tuple[str, ...], ...]  # per graph, the operators it calls ("nb11::interp", "aten::cos", "cos")
     error: str | None  # why compilation failed, None when it ran
+    # frames Dynamo ran eagerly, whole ("loop (line 7): <the break>; <why it skipped>"): a graph break inside a
+    # for/while loop does this, and explain() then counts 0 graphs (and -1 breaks)
+    skipped: tuple[str, ...] = ()
 
     @property
     def graph_breaks(self) -> int:
@@ -43,6 +46,7 @@ class CompileReport:
                  f"break{'s' * (self.graph_breaks != 1)}"]
         lines += [f"  break: {b.reason}" + (f"\n    at {b.where}" if b.where else "") for b in self.breaks]
         lines += [f"  graph {i}: {', '.join(g) or '(no operators)'}" for i, g in enumerate(self.ops, 1)]
+        lines += [f"  frame skipped (runs eagerly, whole): {s}" for s in self.skipped]
         return "\n".join(lines)
 
 
@@ -71,9 +75,11 @@ def graph_breaks(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CompileRe
     errors are reported even where `suppress_errors` was switched on to turn them into silent fallbacks."""
     if not callable(fn):
         raise TypeError(f"graph_breaks: expected a function to compile, got {type(fn).__name__}")
+    from .compile_trace import _structured_events, skipped_frames
+
     dynamo.reset()
     try:
-        with dynamo.config.patch(suppress_errors=False):
+        with dynamo.config.patch(suppress_errors=False), _structured_events() as events:
             explained = dynamo.explain(fn)(*args, **kwargs)
     except Exception as exc:  # an error that stops compilation is the finding
         return CompileReport(graphs=0, breaks=(), ops=(), error=_error_text(exc))
@@ -86,4 +92,6 @@ def graph_breaks(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CompileRe
         breaks.append(GraphBreak(reason=str(b.reason).strip().splitlines()[0], where=where))
     ops = tuple(tuple(_op_name(n.target) for n in g.graph.nodes if n.op in ("call_function", "call_method"))
                 for g in explained.graphs)
-    return CompileReport(graphs=explained.graph_count, breaks=tuple(breaks), ops=ops, error=None)
+    skipped = skipped_frames([m["compilation_metrics"] for m, _ in events.records if "compilation_metrics" in m])
+    return CompileReport(graphs=explained.graph_count, breaks=tuple(breaks), ops=ops, error=None,
+                         skipped=tuple(f"{s.function} (line {s.line}): {s.kind}; {s.why}" for s in skipped))

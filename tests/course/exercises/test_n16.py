@@ -158,3 +158,35 @@ def test_the_traceback_of_a_wrong_prediction_holds_no_expected_value() -> None:
         found += [name for name, value in tb.tb_frame.f_locals.items() if value == PREDICTED]
         tb = tb.tb_next
     assert not found
+
+
+def make_counting_backend():  # type: ignore[no-untyped-def]
+    counts = []
+
+    def backend(gm, example_inputs):  # type: ignore[no-untyped-def]
+        counts.append(sum(1 for node in gm.graph.nodes if node.op.startswith("call_")))
+        return gm.forward
+
+    return backend, counts
+
+
+def test_the_counting_backend_passes_and_a_run_time_counter_fails(verdict) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("16-count-backend", lambda c: (
+        n16.count_backend(c, make_counting_backend),
+        n16.count_backend(c, make_counting_backend, hidden=["methods", "three_parts", "branchy"]))) is None
+
+    def per_run():  # type: ignore[no-untyped-def]
+        counts = []
+
+        def backend(gm, example_inputs):  # type: ignore[no-untyped-def]
+            def run(*args):  # type: ignore[no-untyped-def]
+                counts.append(len(gm.graph.nodes))
+                return gm.forward(*args)
+            return run
+
+        return backend, counts
+
+    message = verdict("16-count-backend", lambda c: n16.count_backend(c, per_run))
+    assert message.startswith("counts after compiling gelu_ish")
+    hidden = verdict("16-count-backend", lambda c: n16.count_backend(c, per_run, hidden=["methods"]))
+    assert hidden.startswith("hidden case 1") and "methods" not in hidden

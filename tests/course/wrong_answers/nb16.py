@@ -22,6 +22,11 @@ def _predict(**changes: str) -> str:
     return f"PREDICT_FAILED_GUARD = {({**_GUESS, **changes})!r}\n"
 
 
+def _backend(count: str, returns: str = "gm.forward", setup: str = "    counts = []\n") -> str:
+    return (f"def make_counting_backend():\n{setup}\n    def backend(gm, example_inputs):\n"
+            f"        {count}\n        return {returns}\n\n    return backend, counts\n")
+
+
 WRONG = {
     "16-no-breaks": [
         Wrong("the original function, print and all",
@@ -87,6 +92,35 @@ def center(x):
         Wrong("makes every later compile dynamic (assume_static_by_default)",
               "torch._dynamo.config.assume_static_by_default = False\n" + _prepare("    return x"),
               "assume_static_by_default", gaming=True),
+    ],
+    "16-count-backend": [
+        Wrong("counts every node, inputs and output too",
+              _backend("counts.append(len(gm.graph.nodes))"), "counts after compiling gelu_ish"),
+        Wrong("counts torch functions only, not Tensor methods",
+              _backend('counts.append(sum(1 for n in gm.graph.nodes if n.op == "call_function"))'),
+              "counts after compiling split_in_two"),
+        Wrong("counts each run of the graph, not each graph",
+              "def make_counting_backend():\n    counts = []\n\n    def backend(gm, example_inputs):\n"
+              '        n = sum(1 for node in gm.graph.nodes if node.op.startswith("call_"))\n\n'
+              "        def run(*args):\n            counts.append(n)\n            return gm.forward(*args)\n"
+              "        return run\n\n    return backend, counts\n", "counts after compiling gelu_ish"),
+        Wrong("one list shared by every backend made",
+              "_COUNTS = []\n\n\n" + _backend('counts.append(sum(1 for n in gm.graph.nodes if n.op.startswith("call_")))',
+                                             setup="    counts = _COUNTS\n"),
+              "counts should start as an empty plain list"),
+        Wrong("forgets to return a callable",
+              _backend('counts.append(sum(1 for n in gm.graph.nodes if n.op.startswith("call_")))', returns="None"),
+              "running it compiled with your backend raised"),
+        Wrong("fitted to the visible functions",
+              "_PLAN = iter([[3], [2, 2]])\n\n\ndef make_counting_backend():\n    counts = []\n"
+              "    want = next(_PLAN, [1])\n\n    def backend(gm, example_inputs):\n        if not counts:\n"
+              "            counts.extend(want)\n        return gm.forward\n\n    return backend, counts\n",
+              "hidden case 1", gaming=True),
+        Wrong("a list that equals anything",
+              "class _Yes(list):\n    def __eq__(self, other):\n        return True\n\n\n"
+              "def make_counting_backend():\n    counts = _Yes()\n\n    def backend(gm, example_inputs):\n"
+              "        return gm.forward\n\n    return backend, counts\n",
+              "counts should start as an empty plain list", gaming=True),
     ],
     "16-predict-guard": [
         Wrong("nothing recompiles", "PREDICT_FAILED_GUARD = {k: 'none' for k in " + repr(list(_GUESS)) + "}\n",

@@ -1,5 +1,5 @@
 """Notebook 16 (torch.compile): a function with no graph break, inputs prepared so that one compile serves every
-batch size, and the guard a change of input makes fail, predicted.
+batch size, the guard a change of input makes fail, predicted, and a Dynamo backend that counts graphs and ops.
 
 Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
 again with `hidden=...` (see `exercises.__init__`). Every compile a check makes starts from a fresh Dynamo: its
@@ -35,7 +35,7 @@ def _checks() -> Any:
 if TYPE_CHECKING:
     from ..checks import Check
 
-__all__ = ["no_breaks", "no_recompiles", "predict_guard"]
+__all__ = ["count_backend", "no_breaks", "no_recompiles", "predict_guard"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _dict_items = dict.items  # captured at import: the builtin's own method, whatever an answer's class overrides
@@ -263,8 +263,9 @@ def no_breaks(c: Check, answer: Any, hidden: Iterable[tuple[Any, ...]] | None = 
 PREPARE_HINTS = (
     "run it without prepare and read the recompile's reason: which guard failed, on which dimension? Then look for "
     "a way to tell Dynamo about that dimension before the first compile",
-    "section 4 made the first compile dynamic in one dimension; the batch is dimension 0 here, and the batch "
-    "itself must come back unchanged",
+    "section 4's dynamic=True makes every dimension dynamic, but only where the compile is made, which is not yours "
+    "here; its text names the per-tensor way to say that one dimension varies; the batch is dimension 0, and it "
+    "must come back unchanged",
 )
 PREPARE_VISIBLE = ((6, 7, 9, 12, 20),)
 
@@ -375,3 +376,121 @@ def predict_guard(c: Check, predictions: Any, hidden: Iterable[tuple[int, int]] 
     except _checks().CheckFailed as failure:
         # the expected values lived in the frames below: the traceback the kernel keeps must not hold them
         raise failure.with_traceback(None) from None
+
+
+# --- 16-count-backend -------------------------------------------------------------------------------------------
+
+BACKEND_HINTS = (
+    "Dynamo calls a backend once per graph it captures, with the graph (a torch.fx.GraphModule) and example "
+    "inputs, and runs whatever callable the backend returns each time the graph runs; the count belongs to the "
+    "first of those two moments",
+    "gm.graph.nodes lists the graph's nodes; each has .op: 'placeholder' (an input) and 'output' are not "
+    "operations, while a torch function, a Tensor method and a submodule call are; each make_counting_backend() "
+    "must start a list of its own",
+    "the callable you return must run the graph itself (what backend='eager' returns is the GraphModule's own "
+    "forward); count when the backend is called, not when the graph runs",
+)
+OPERATION_KINDS = ("call_function", "call_method", "call_module")
+BACKEND_SEED = 160
+BACKEND_VISIBLE = ("gelu_ish", "split_in_two")
+# the check's workloads: each runs twice on a 6x6 input (a graph runs twice, but is compiled once)
+BACKEND_WORKLOADS = '''
+def gelu_ish(x):
+    return x * torch.sigmoid(1.702 * x)
+
+
+def split_in_two(x):
+    y = x.cos() * 2
+    torch._dynamo.graph_break()
+    return y.relu().sum()
+
+
+def methods(x):
+    return (x.t().contiguous() @ x).relu().mean(dim=0)
+
+
+def three_parts(x):
+    a = x + 1
+    torch._dynamo.graph_break()
+    b = a * a
+    torch._dynamo.graph_break()
+    return b.sum()
+
+
+def branchy(x):
+    if x.sum() > 0:
+        return torch.exp(x) - 1
+    return x.neg()
+'''
+
+
+def _backend_workload(name: str) -> Any:
+    space: dict[str, Any] = {"torch": torch}
+    exec(compile(BACKEND_WORKLOADS, "<workloads of 16-count-backend>", "exec"), space)
+    return space[name]
+
+
+def _reference_counts(fn: Any, x: torch.Tensor) -> tuple[list[int], Any]:
+    """(operations per graph, the eager result) for `fn(x)`, compiled afresh by the check's own backend."""
+    counts: list[int] = []
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        counts.append(sum(1 for n in gm.graph.nodes if n.op in OPERATION_KINDS))
+        return gm.forward
+
+    import torch._dynamo
+
+    with fresh_dynamo():
+        torch._dynamo.optimize(backend)(fn)(x.clone())
+    return counts, fn(x.clone())
+
+
+def count_backend(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`make_counting_backend()` -> (backend, counts): a Dynamo backend that appends to `counts` the number of
+    operations (call_function, call_method, call_module nodes) of each graph it is given, once per graph, and
+    returns a callable that runs the graph. Each workload is compiled with a new pair (Dynamo fresh) and run twice;
+    the list must equal the check's own count and the compiled results eager's. Hidden: more workload names."""
+    import torch._dynamo
+
+    c.that(callable(answer), f"make_counting_backend should be a function, got {type(answer).__name__}",
+           BACKEND_HINTS)
+    mine = c.watch(answer, "make_counting_backend")
+    secret = hidden is not None
+    names = [str(n) for n in hidden] if hidden is not None else list(BACKEND_VISIBLE)
+    for k, name in enumerate(names, 1):
+        label = f"hidden case {k}" if secret else name
+        fn = _backend_workload(name)
+        g = torch.Generator().manual_seed(BACKEND_SEED + k)
+        x = torch.randn(6, 6, generator=g)
+        expected, eager = _reference_counts(fn, x)
+        made = mine()
+        c.that(type(made) is tuple and len(made) == 2, "make_counting_backend() should return a tuple "
+               f"(backend, counts), got {type(made).__name__}", BACKEND_HINTS)
+        backend, counts = made
+        c.that(callable(backend), f"the backend should be a function, got {type(backend).__name__}", BACKEND_HINTS)
+        c.that(type(counts) is list and not counts, "counts should start as an empty plain list, got "
+               f"{counts!r}"[:120] if not secret else "counts should start as an empty plain list", BACKEND_HINTS)
+        results = []
+        with fresh_dynamo():
+            compiled = torch._dynamo.optimize(backend)(fn)
+            for _ in range(2):
+                try:
+                    results.append(compiled(x.clone()))
+                except _checks().CheckFailed:
+                    raise
+                except Exception as exc:
+                    inner = exc.__cause__ if exc.__cause__ is not None else exc
+                    if isinstance(inner, NotImplementedError):
+                        raise inner from None
+                    c.fail(f"{label}: running it compiled with your backend raised {type(inner).__name__}",
+                           BACKEND_HINTS)
+        c.that(type(counts) is list, f"{label}: counts is no longer a plain list", BACKEND_HINTS)
+        c.that(all(type(n) is int for n in counts), f"{label}: every entry of counts should be an int",
+               BACKEND_HINTS)
+        if secret:
+            c.that(counts == expected, f"{label}: the operations per graph are not right", BACKEND_HINTS)
+        else:
+            c.equal(counts, expected, what=f"counts after compiling {name} and running it twice (operations per "
+                    "graph, in capture order)", hint=BACKEND_HINTS)
+        for run, got in enumerate(results, 1):
+            _same_values(c, got, eager, f"{label}: run {run} compiled with your backend", BACKEND_HINTS, secret)
