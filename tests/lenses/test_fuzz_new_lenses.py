@@ -278,3 +278,18 @@ def test_a_pickle_memo_bomb_is_refused_quickly() -> None:
     start = time.monotonic()
     err = outcome(lambda: load_snapshot(bomb), (SnapshotError,))
     assert isinstance(err, SnapshotError) and "crafted" in str(err) and time.monotonic() - start < 10
+
+
+def test_fusion_of_empty_inputs_keeps_them_apart_and_odd_tensors_are_refused() -> None:
+    """Two empty inputs once shared one label (their storages both sit at address 0), so `a + b` read `a` twice and
+    "wrote a in place"; a sparse or Tensor-subclass input raised torch's own error."""
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    from torchlens_widgets.lenses.fusion import FusionError, eager_traffic
+
+    t = eager_traffic(lambda a, b: a + b, torch.empty(0), torch.empty(0))
+    assert (t.inputs, t.outputs, t.kernels[0].reads, t.kernels[0].writes) == (
+        ("a", "b"), ("out",), (("a", 0), ("b", 0)), (("out", 0),))
+    for x, says in ((torch.randn(4, 4).to_sparse(), "to_dense()"), (TwoTensor(torch.ones(2), torch.ones(2)), "subclass")):
+        err = outcome(lambda x=x: eager_traffic(lambda a: a * 2, x), (FusionError,))
+        assert isinstance(err, FusionError) and says in str(err), err

@@ -285,6 +285,21 @@ def _check_inputs(fn: Any, args: tuple[Any, ...]) -> None:
         if isinstance(a, torch.Tensor) and a.requires_grad:
             raise FusionError("an input requires grad: the lens accounts for the forward pass only; "
                               "pass x.detach() (or run under torch.no_grad())")
+        if isinstance(a, torch.Tensor) and (a.layout != torch.strided or a.is_nested or a.is_quantized):
+            what = "quantized" if a.is_quantized else "nested" if a.is_nested else str(a.layout).removeprefix("torch.")
+            raise FusionError(f"an input is a {what} tensor: the lens counts the bytes of dense tensors' storage; "
+                              "pass x.to_dense() (or x.dequantize())")
+        if isinstance(a, torch.Tensor) and type(a) not in (torch.Tensor, torch.nn.Parameter):
+            raise FusionError(f"an input is a {type(a).__name__}, a Tensor subclass: the lens reads plain tensors' "
+                              "storage; pass the plain tensor inside it")
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    """One number per buffer: its data address, or for a storage with no data (an empty tensor's, address 0)
+    the storage object's own address, negated, so two empty tensors are two buffers."""
+    s = t.untyped_storage()
+    ptr = s.data_ptr()
+    return ptr if ptr or s.nbytes() else -int(s._cdata)
 
 
 def _names(fn: Any, args: tuple[Any, ...]) -> list[str]:
@@ -307,7 +322,7 @@ class _Recorder(TorchDispatchMode):
         self.made = 0
 
     def label(self, t: torch.Tensor) -> str:
-        ptr = t.untyped_storage().data_ptr()
+        ptr = _storage_key(t)
         if ptr not in self.names:
             self.made += 1
             self.names[ptr] = f"t{self.made}"
@@ -333,11 +348,11 @@ class _Recorder(TorchDispatchMode):
                 if name in written:
                     writes.append((self.label(t), _spanned_bytes(t)))
         if not written:
-            inputs = {a.untyped_storage().data_ptr() for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)}
+            inputs = {_storage_key(a) for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)}
             for t in tree_leaves(out):
                 if not isinstance(t, torch.Tensor):
                     continue
-                ptr = t.untyped_storage().data_ptr()
+                ptr = _storage_key(t)
                 if ptr in self.names and ptr not in inputs:
                     del self.names[ptr]  # a fresh output at a freed buffer's address: a new buffer
                 writes.append((self.label(t), _spanned_bytes(t)))
@@ -371,11 +386,11 @@ def eager_traffic(fn: Callable[..., Any], *args: Any) -> Traffic:
     for label, a in zip(labels, args):
         for t in tree_leaves(a):
             if isinstance(t, torch.Tensor):
-                names.setdefault(t.untyped_storage().data_ptr(), label)
+                names.setdefault(_storage_key(t), label)
     rec = _Recorder(names)
     with torch.no_grad(), rec:
         out = fn(*args)
-    out_names = [rec.names.get(t.untyped_storage().data_ptr(), "?") for t in tree_leaves(out)
+    out_names = [rec.names.get(_storage_key(t), "?") for t in tree_leaves(out)
                  if isinstance(t, torch.Tensor)]
     kernels = [KernelTraffic(name=f"aten.{op}", ops=(op,), reads=tuple(r), writes=tuple(w)) for op, r, w in rec.ops]
     inputs = [n for n in labels if n in set(names.values())]
@@ -455,7 +470,7 @@ def _scheduled(into: list[dict[str, Any]]) -> Iterator[None]:
 
 
 def _storage(t: Any) -> int | None:
-    return t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor) else None
+    return _storage_key(t) if isinstance(t, torch.Tensor) else None
 
 
 def _links(graphs: list[dict[str, Any]]) -> dict[tuple[int, str], tuple[int, str]]:
