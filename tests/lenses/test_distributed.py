@@ -236,3 +236,23 @@ def test_free_heap_goes_back_to_the_os_before_the_ranks_start() -> None:
     _give_back_free_memory()
     assert me.memory_info().rss <= before - 32 * 2**20   # glibc: most of the 94 MiB leaves the process
 
+
+
+def test_ddp_facts_step_no_sync_broadcast_bucket_view_and_unused(no_leftovers: None) -> None:
+    f0, f1 = (r.result for r in run_ranks(f"{S}:ddp_facts_step", record=False).ranks)
+    assert f0["no_sync"] == f1["no_sync"]
+    assert f0["no_sync"]["forward inside, backward outside"] == 0      # the forward decides
+    assert f0["no_sync"]["forward outside, backward inside"] == 3      # a backward inside still all-reduces
+    assert [r["broadcast"]["kept_own"] for r in (f0, f1)] == [True, False] and f1["broadcast"]["equal_after"]
+    params = f0["bucket_view"]["False"]["params"]
+    assert f0["bucket_view"]["False"]["grad_and_bucket_storage"] == 2 * params
+    assert f0["bucket_view"]["True"]["grad_and_bucket_storage"] == params
+    assert f0["unused"]["plain"].startswith("Expected to have finished reduction")
+    assert f0["unused"]["find_unused_parameters"]["bucket_bytes"] == [f0["unused"]["find_unused_parameters"]["all_bytes"]] * 3
+
+
+def test_local_shards_pads_like_fsdp() -> None:
+    from torchlens_widgets.lenses.distributed_scenarios import local_shards
+
+    four = [local_shards([16, 32, 32, 3], r, 4)["4.weight"] for r in range(4)]
+    assert [shape[0] for shape, _ in four] == [1, 1, 1, 0] and all(nbytes == 32 * 4 for _, nbytes in four)

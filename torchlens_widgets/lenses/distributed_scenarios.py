@@ -7,6 +7,12 @@ process, tiny (a 4-layer MLP, 8 samples) and deterministic (same seed on every r
 - `capstone_dp_step`: grades a learner's fused operator and one-bucket gradient averaging on the capstone's
   gated block against DDP on the original block (notebook 20's exercise).
 - `raising_step` / `hanging_step`: one rank fails or never arrives, to show what the lens does about it.
+- `ddp_facts_step`: DDP's rank-0 broadcast at construction, what `no_sync()` really keys on (the forward),
+  `gradient_as_bucket_view`'s saving, an unused parameter with and without `find_unused_parameters`, and
+  `static_graph` (notebook 18, section 3).
+- `local_shards`: FSDP2's local shard shapes and storage bytes for rank r of N, in this process (fake backend).
+- `SimulatedGroup`: N ranks played in turn by one process, with an asynchronous all-reduce whose handles sum call k
+  of every rank when one of them is waited for (notebook 18's overlap exercise: cheap, no rank processes).
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["capstone_dp_step", "ddp_step", "fsdp_step", "hanging_step", "manual_dp_step", "mlp", "raising_step"]
+__all__ = ["SimulatedGroup", "capstone_dp_step", "ddp_facts_step", "ddp_step", "fsdp_step", "hanging_step", "local_shards",
+           "manual_dp_step", "mlp", "raising_step"]
 
 SIZES = (16, 32, 32, 32, 4)
 
@@ -85,6 +92,10 @@ def fsdp_step(rec: Any, *, iterations: int = 1, reshard_after_forward: bool = Tr
     fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward)
     rec.fsdp(model)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    # fully_shard sends nothing, so nothing has lined the ranks up yet (DDP's constructor broadcasts): without this,
+    # the first all-gather of a rank that started early waits there for the others, and the picture's time axis
+    # starts with that wait
+    dist.barrier()
     for i in range(iterations):
         with rec.iteration():
             rec.backward(model(_batch(rec.rank, i)).square().mean())
@@ -106,6 +117,236 @@ def manual_dp_step(rec: Any, *, iterations: int = 1) -> dict[str, Any]:
             for n, g in grads:
                 rec.all_reduce(g, n)
     return {"grad_norm": float(sum(float(g.norm()) ** 2 for _, g in grads) ** 0.5)}
+
+
+def local_shards(sizes: list[int] | tuple[int, ...], rank: int, world_size: int) -> dict[str, tuple[tuple[int, ...], int]]:
+    """`fully_shard` the MLP of `sizes` as rank `rank` of `world_size`, in this process, over the fake backend (its
+    collectives do nothing; the sharding is FSDP2's own). Returns, per parameter, the DTensor's local shape and the
+    bytes of the storage under it (padding included)."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", rank=rank, world_size=world_size, store=FakeStore())
+    try:
+        model = mlp(tuple(sizes))
+        fully_shard(model, mesh=init_device_mesh("cpu", (world_size,)))
+        return {n: (tuple(p.to_local().shape), p.to_local().untyped_storage().nbytes())  # type: ignore[attr-defined]
+                for n, p in model.named_parameters()}
+    finally:
+        dist.destroy_process_group()
+
+
+class _WithUnused(torch.nn.Module):
+    """The MLP plus a Linear that forward never uses."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp()
+        self.unused = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)  # type: ignore[no-any-return]
+
+
+def ddp_facts_step(rec: Any, *, bucket_cap_mb: float = 0.001) -> dict[str, Any]:
+    """Several small DDP facts, each measured on this rank (world size from the process group):
+
+    - `broadcast`: every rank builds the MLP from a seed of its own; are the ranks' parameters equal before DDP,
+      after DDP's constructor, and did rank 0 keep its own?
+    - `no_sync`: buckets all-reduced per backward for each placement of forward and backward inside/outside
+      `ddp.no_sync()` (a counting comm hook that does DDP's default all-reduce);
+    - `bucket_view`: after two iterations, with `gradient_as_bucket_view` False and True: the bytes of parameters,
+      of the gradients' storages, of the bucket buffers, and of the distinct storages under gradients and buckets;
+    - `unused`: a model with a parameter forward never uses: the error of the second forward without
+      `find_unused_parameters`, and with it / with `static_graph` the bucket bytes all-reduced per backward and
+      whether the unused parameter got a gradient."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    world = dist.get_world_size()
+
+    def flat(module: torch.nn.Module) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1) for p in module.parameters()])
+
+    def gathered(t: torch.Tensor) -> list[torch.Tensor]:
+        out = [torch.empty_like(t) for _ in range(world)]
+        dist.all_gather(out, t)
+        return out
+
+    def counting(log: list[int], buffers: dict[int, int] | None = None) -> Any:
+        def hook(state: Any, bucket: Any) -> Any:
+            buf = bucket.buffer()
+            log.append(buf.numel() * buf.element_size())
+            if buffers is not None:
+                buffers[buf.untyped_storage().data_ptr()] = buf.untyped_storage().nbytes()
+            buf.div_(world)
+            fut = dist.all_reduce(buf, async_op=True).get_future()
+            return fut.then(lambda f: f.value()[0])
+        return lambda state, bucket: hook(state, bucket)  # unannotated: DDP checks a hook's annotations
+
+    # 1. the rank-0 broadcast at construction
+    own = mlp(seed=rec.rank)
+    mine_before = flat(own).clone()
+    before = gathered(mine_before)
+    ddp = DDP(own, bucket_cap_mb=bucket_cap_mb)
+    after = gathered(flat(own))
+    broadcast = {"equal_before": all(_EQUAL(before[0], b) for b in before[1:]),
+                 "equal_after": all(_EQUAL(after[0], a) for a in after[1:]),
+                 "kept_own": bool(_EQUAL(flat(own), mine_before)), "equals_rank0_before": bool(_EQUAL(after[0], before[0]))}
+
+    # 2. no_sync: which of forward and backward has to be inside?
+    log: list[int] = []
+    ddp.register_comm_hook(None, counting(log))
+    no_sync: dict[str, int] = {}
+    for i, (fwd_in, bwd_in) in enumerate(((False, False), (True, True), (True, False), (False, True), (False, False))):
+        ddp.zero_grad(set_to_none=True)
+        del log[:]
+        x = _batch(rec.rank, i)
+        if fwd_in:
+            with ddp.no_sync():
+                loss = ddp(x).square().mean()
+        else:
+            loss = ddp(x).square().mean()
+        if bwd_in:
+            with ddp.no_sync():
+                loss.backward()
+        else:
+            loss.backward()
+        key = f"forward {'inside' if fwd_in else 'outside'}, backward {'inside' if bwd_in else 'outside'}"
+        no_sync[key if i else "first iteration (no no_sync)"] = len(log)
+        if (fwd_in, bwd_in) == (False, True):  # were the gradients averaged over the ranks?
+            everyone = gathered(torch.cat([p.grad.reshape(-1) for p in own.parameters()  # type: ignore[union-attr]
+                                           ]))
+            no_sync["grads equal on all ranks after forward outside, backward inside"] = int(
+                all(_EQUAL(everyone[0], g) for g in everyone[1:]))
+    del ddp
+
+    # 3. gradient_as_bucket_view: who holds gradient-sized memory
+    bucket_view: dict[str, dict[str, int]] = {}
+    for as_view in (False, True):
+        model = mlp()
+        buffers: dict[int, int] = {}
+        ddp = DDP(model, bucket_cap_mb=bucket_cap_mb, gradient_as_bucket_view=as_view)
+        ddp.register_comm_hook(None, counting([], buffers))
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        for i in range(3):  # DDP rebuilds its buckets after the first iteration; the views come with the rebuild
+            opt.zero_grad(set_to_none=False)
+            buffers.clear()
+            ddp(_batch(rec.rank, i)).square().mean().backward()
+            opt.step()
+        storages: dict[int, int] = {
+            p.grad.untyped_storage().data_ptr(): p.grad.untyped_storage().nbytes()  # type: ignore[union-attr]
+            for p in model.parameters()}
+        bucket_view[str(as_view)] = {
+            "params": sum(p.nbytes for p in model.parameters()), "grads": sum(storages.values()),
+            "buckets": sum(buffers.values()), "grad_and_bucket_storage": sum({**storages, **buffers}.values()),
+            "grads_in_buckets": sum(1 for ptr in storages if ptr in buffers)}
+        del ddp, opt
+
+    # 4. a parameter forward never uses
+    unused: dict[str, Any] = {}
+    ddp = DDP(_WithUnused(), bucket_cap_mb=bucket_cap_mb)
+    try:
+        for i in range(2):
+            ddp(_batch(rec.rank, i)).square().mean().backward()
+        unused["plain"] = "no error"
+    except RuntimeError as e:
+        unused["plain"] = str(e).split(". ")[0]
+    del ddp
+    for label in ("find_unused_parameters", "static_graph"):
+        with_unused = _WithUnused()
+        log = []
+        ddp = DDP(with_unused, bucket_cap_mb=bucket_cap_mb, find_unused_parameters=label == "find_unused_parameters",
+                  static_graph=label == "static_graph")
+        ddp.register_comm_hook(None, counting(log))
+        per_iteration = []
+        for i in range(3):
+            ddp.zero_grad(set_to_none=True)
+            del log[:]
+            ddp(_batch(rec.rank, i)).square().mean().backward()
+            per_iteration.append(sum(log))
+        unused[label] = {"bucket_bytes": per_iteration, "unused_grad": with_unused.unused.weight.grad is not None,
+                         "used_bytes": sum(p.nbytes for p in with_unused.net.parameters()),
+                         "all_bytes": sum(p.nbytes for p in with_unused.parameters())}
+        del ddp
+    return {"broadcast": broadcast, "no_sync": no_sync, "bucket_view": bucket_view, "unused": unused}
+
+
+class _Handle:
+    """What `SimulatedGroup`'s all_reduce_async returns: `wait()` returns once the sum is in the tensor."""
+
+    __slots__ = ("_group", "_k", "_rank")
+
+    def __init__(self, group: SimulatedGroup, rank: int, k: int) -> None:
+        self._group, self._rank, self._k = group, rank, k
+
+    def wait(self) -> None:
+        self._group._wait(self._rank, self._k)
+
+
+class SimulatedGroup:
+    """`world_size` ranks played in turn by this process: each rank's backward runs while `rank` is set to it, then
+    each rank's `finish`. `all_reduce_async(rank)` is that rank's collective: call k of a rank is matched with call k
+    of every other rank, like a real one; it returns a handle whose `wait()` sums the k-th tensors of all ranks, in
+    place in each, the first time any rank waits for it. A wait during a backward cannot be served (the other ranks'
+    backward has not run yet; on real ranks it would stall this one until they arrive): it is recorded and raises.
+    Per rank and backward it records each launch (during which rank's backward, how many gradients the
+    `counter(rank)` hooks had seen written, the tensor's values then) and each wait."""
+
+    def __init__(self, world_size: int) -> None:
+        self.world_size = world_size
+        self.rank: int | None = None
+        self.written = [0] * world_size
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the last backward's collectives (call before every iteration)."""
+        self.launches: list[list[dict[str, Any]]] = [[] for _ in range(self.world_size)]
+        self.waits: list[list[tuple[int, bool]]] = [[] for _ in range(self.world_size)]
+        self.written = [0] * self.world_size
+        self.waited_in_backward = False
+        self.unmatched: list[str] = []
+        self._tensors: dict[int, dict[int, torch.Tensor]] = {}
+        self._done: set[int] = set()
+
+    def counter(self, rank: int) -> Any:
+        """A post-accumulate-grad hook that counts the gradients written on `rank`."""
+        def count(param: Any) -> None:
+            self.written[rank] += 1
+        return count
+
+    def all_reduce_async(self, rank: int) -> Any:
+        group = self
+
+        def all_reduce_async(tensor: Any) -> _Handle:
+            """Start summing `tensor` in place over all ranks; returns a handle whose wait() returns once the sum
+            is in `tensor`. Every rank must make its calls in the same order, with tensors of the same shape."""
+            if not isinstance(tensor, torch.Tensor):
+                raise TypeError(f"all_reduce_async takes a tensor, got {type(tensor).__name__}")
+            k = len(group.launches[rank])
+            group.launches[rank].append({"backward_of": group.rank, "written": group.written[rank],
+                                         "values": tensor.detach().reshape(-1).clone()})
+            group._tensors.setdefault(k, {})[rank] = tensor
+            return _Handle(group, rank, k)
+        return all_reduce_async
+
+    def _wait(self, rank: int, k: int) -> None:
+        self.waits[rank].append((k, self.rank is not None))
+        if self.rank is not None:
+            self.waited_in_backward = True
+            raise RuntimeError("wait() ran during backward: the other ranks have not launched this collective yet")
+        tensors = self._tensors.get(k, {})
+        if len(tensors) < self.world_size or len({tuple(t.shape) for t in tensors.values()}) != 1:
+            self.unmatched.append(f"call {k + 1}")
+            raise RuntimeError(f"all_reduce_async call {k + 1} was not made by every rank with tensors of one shape")
+        if k not in self._done:
+            self._done.add(k)
+            with torch.no_grad():
+                total = sum((t.detach().clone() for t in tensors.values()), torch.zeros_like(tensors[0]))
+                for t in tensors.values():
+                    t.copy_(total)
 
 
 def raising_step(rec: Any, *, bad_rank: int = 1, message: str = "this rank's batch was malformed") -> None:

@@ -172,3 +172,86 @@ def test_a_process_groups_own_allreduce_is_counted(verdict, no_workers_left) -> 
 
     message = verdict("18-hand-dp", lambda c: n18.hand_dp(c, sync_gradients))
     assert "called torch.distributed's collectives itself" in message
+
+
+def overlap_gradients(buckets, all_reduce_async, world_size):  # type: ignore[no-untyped-def]
+    bucket_of = {p: i for i, bucket in enumerate(buckets) for p in bucket}
+    ready = [0] * len(buckets)
+    launched = []
+
+    def on_grad(param):  # type: ignore[no-untyped-def]
+        index = bucket_of[param]
+        ready[index] += 1
+        if ready[index] == len(buckets[index]):
+            flat = torch.cat([p.grad.reshape(-1) for p in buckets[index]])
+            launched.append((index, flat, all_reduce_async(flat)))
+
+    for param in bucket_of:
+        param.register_post_accumulate_grad_hook(on_grad)
+
+    def finish():  # type: ignore[no-untyped-def]
+        for index, flat, handle in launched:
+            handle.wait()
+            offset = 0
+            for p in buckets[index]:
+                n = p.grad.numel()
+                p.grad.copy_(flat[offset:offset + n].view_as(p.grad)).div_(world_size)
+                offset += n
+        launched.clear()
+        ready[:] = [0] * len(buckets)
+
+    return finish
+
+
+HIDDEN_OVERLAP = ["3 ranks, one bucket per gradient", "one bucket for everything",
+                  "4 ranks, buckets of 1, 3 and 2 gradients"]
+
+
+def test_overlap_reference_passes_visible_and_hidden_cases(verdict) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("18-overlap", lambda c: (n18.overlap(c, overlap_gradients),
+                                            n18.overlap(c, overlap_gradients, hidden=HIDDEN_OVERLAP))) is None
+
+
+def test_overlap_a_wait_inside_backward_fails_and_says_why(verdict) -> None:  # type: ignore[no-untyped-def]
+    def overlap_gradients(buckets, all_reduce_async, world_size):  # type: ignore[no-redef,no-untyped-def]
+        def on_grad(param):  # type: ignore[no-untyped-def]
+            all_reduce_async(param.grad).wait()
+            param.grad.div_(world_size)
+
+        for bucket in buckets:
+            for param in bucket:
+                param.register_post_accumulate_grad_hook(on_grad)
+        return lambda: None
+
+    message = verdict("18-overlap", lambda c: n18.overlap(c, overlap_gradients))
+    assert "a handle's wait() ran during backward" in message
+
+
+def test_overlap_a_hidden_failure_names_its_number_only(verdict) -> None:  # type: ignore[no-untyped-def]
+    def one_bucket(buckets, all_reduce_async, world_size):  # type: ignore[no-untyped-def]
+        return overlap_gradients([[p for b in buckets for p in b]], all_reduce_async, world_size)
+
+    message = verdict("18-overlap", lambda c: n18.overlap(c, one_bucket, hidden=HIDDEN_OVERLAP))
+    first = message.split("\n")[0]
+    assert first.startswith("hidden case 1") and "3 ranks" not in first and "bucket per gradient" not in first
+
+
+def test_overlap_simulated_group_sums_call_k_of_every_rank_once() -> None:
+    from torchlens_widgets.lenses.distributed_scenarios import SimulatedGroup
+
+    group = SimulatedGroup(3)
+    tensors = [torch.full((2,), float(r + 1)) for r in range(3)]
+    handles = [group.all_reduce_async(r)(t) for r, t in enumerate(tensors)]
+    handles[1].wait()
+    handles[0].wait()
+    assert all(torch.equal(t, torch.full((2,), 6.0)) for t in tensors)
+    assert [len(w) for w in group.waits] == [1, 1, 0] and not group.unmatched
+    group.reset()
+    early = group.all_reduce_async(0)(torch.ones(2))  # call 0 of rank 0; ranks 1 and 2 never make it
+    with pytest.raises(RuntimeError, match="not made by every rank"):
+        early.wait()
+    assert group.unmatched == ["call 1"]
+    group.rank = 1  # rank 1's backward is running: a wait cannot be served
+    with pytest.raises(RuntimeError, match="during backward"):
+        early.wait()
+    assert group.waited_in_backward

@@ -188,3 +188,91 @@ WRONG = {
     return [0] * world_size"""), "world_size=2, itemsize=4", gaming=True),
     ],
 }
+
+
+def _overlap(launch: str = "", finish: str = "", hook_extra: str = "", keep: str = "flat",
+             reset: str = "        launched.clear()\n        ready[:] = [0] * len(buckets)\n") -> str:
+    """The reference with one part changed: `launch` replaces the line that launches a bucket, `finish` the loop
+    that waits and writes back, `reset` the end of finish()."""
+    launch = launch or f"            launched.append((index, flat, all_reduce_async({keep})))\n"
+    finish = finish or """        for index, flat, handle in launched:
+            handle.wait()
+            offset = 0
+            for p in buckets[index]:
+                n = p.grad.numel()
+                p.grad.copy_(flat[offset:offset + n].view_as(p.grad)).div_(world_size)
+                offset += n
+"""
+    return f"""def overlap_gradients(buckets, all_reduce_async, world_size):
+    bucket_of = {{}}
+    for index, bucket in enumerate(buckets):
+        for param in bucket:
+            bucket_of[param] = index
+    ready = [0] * len(buckets)
+    launched = []
+
+    def on_grad(param):
+        index = bucket_of[param]
+        ready[index] += 1
+{hook_extra}        if ready[index] == len(buckets[index]):
+            flat = torch.cat([p.grad.reshape(-1) for p in buckets[index]])
+{launch}
+    for param in bucket_of:
+        param.register_post_accumulate_grad_hook(on_grad)
+
+    def finish():
+{finish}{reset}
+    return finish
+"""
+
+
+WRONG["18-overlap"] = [
+    Wrong("waits for each bucket right after launching it, in the hook (no overlap)", _overlap(
+        launch="            handle = all_reduce_async(flat)\n            handle.wait()\n"
+               "            launched.append((index, flat, handle))\n"),
+          "a handle's wait() ran during backward"),
+    Wrong("launches every bucket from finish(), after backward", _overlap(
+        launch="            launched.append((index, flat, None))\n",
+        finish="""        for index, flat, _ in launched:
+            all_reduce_async(flat).wait()
+            offset = 0
+            for p in buckets[index]:
+                n = p.grad.numel()
+                p.grad.copy_(flat[offset:offset + n].view_as(p.grad)).div_(world_size)
+                offset += n
+"""), "all_reduce_async ran after backward had ended"),
+    Wrong("one all_reduce_async per gradient, the buckets ignored", _overlap(
+        hook_extra="        all_reduce_async(param.grad)\n",
+        launch="            launched.append((index, flat, None))\n",
+        finish="        pass\n"), "all_reduce_async ran 8 times; there are 3 buckets"),
+    Wrong("sums without dividing by the world size", _overlap(finish="""        for index, flat, handle in launched:
+            handle.wait()
+            offset = 0
+            for p in buckets[index]:
+                n = p.grad.numel()
+                p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
+                offset += n
+"""), "yours are 2.000 times it"),
+    Wrong("never resets what it counted, so the second backward launches nothing",
+          _overlap(reset="        launched.clear()\n"), "backward 2: all_reduce_async ran 0 times"),
+    Wrong("sends zeros of the bucket's size at the right moments, to be counted, and keeps its own gradients",
+          _overlap(keep="torch.zeros_like(flat)", finish="        for _, _, handle in launched:\n"
+                   "            handle.wait()\n"), "does not hold this rank's gradients", gaming=True),
+]
+WRONG["18-overlap"].append(
+    Wrong("launches as it should, then copies the expected averages from the check's frame", _overlap(
+        finish="""        import sys
+        for _, _, handle in launched:
+            handle.wait()
+        frame = sys._getframe(1)
+        while frame is not None:
+            found = frame.f_locals.get("want")
+            if isinstance(found, list) and found:
+                for index, bucket in enumerate(buckets):
+                    for p in bucket:
+                        for name, value in found[0].items():
+                            if value.shape == p.grad.shape:
+                                p.grad.copy_(value)
+                break
+            frame = frame.f_back
+"""), "gradients differ from the average over the ranks", gaming=True))

@@ -1,5 +1,5 @@
-"""Notebook 18 (DDP and FSDP): data parallelism by hand with gradient hooks, DDP's bucket rule, and FSDP2's shard
-bytes per rank.
+"""Notebook 18 (DDP and FSDP): data parallelism by hand with gradient hooks, DDP's bucket rule, FSDP2's shard
+bytes per rank, and bucketed all-reduces overlapped with backward by hand.
 
 Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
 again with `hidden=...` (see `exercises.__init__`). `hand_dp` runs the learner's function on real ranks (fresh
@@ -16,7 +16,7 @@ import textwrap
 import types
 from collections.abc import Iterable
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.distributed as dist
@@ -24,17 +24,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ...lenses import distributed_scenarios as scenarios
 from ...lenses.distributed import RankFailed, RankTimeout, run_ranks
-from ._cases import named
+from ._cases import errors_by_type, named
 
 if TYPE_CHECKING:
     from ..checks import Check
 
-__all__ = ["bucket_partition", "fsdp_memory", "hand_dp", "hand_dp_step"]
+__all__ = ["bucket_partition", "fsdp_memory", "hand_dp", "hand_dp_step", "overlap"]
 
 # captured when the package is imported, before any answer cell runs
 _BUCKETS_BY_SIZE = dist._compute_bucket_assignment_by_size
 _TOLIST = torch.Tensor.tolist
 _EQUAL = torch.equal
+_SORT = torch.sort
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
@@ -43,9 +44,8 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 HAND_DP_HINTS = (
     "after each backward every parameter's gradient must be the average over the ranks: which collective sums over "
     "the ranks, and what turns a sum into an average?",
-    "hook each parameter once, with a hook that runs after its .grad is written (register_post_accumulate_grad_hook); "
-    "inside it, sum the gradient over the ranks with the all_reduce you were given, then scale it by the number of "
-    "ranks you were given",
+    "your function runs once, before any backward: it cannot send anything itself, it can only arrange for code to "
+    "run later, each time backward has finished a parameter's .grad (the exercise names the hook that does that)",
     "a hook made in a loop must use the parameter it is given, not a loop variable it closed over; and the number of "
     "ranks is world_size, whatever it is in this run",
 )
@@ -244,8 +244,10 @@ def hand_dp(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
 BUCKET_HINTS = (
     "walk the gradients in the order given; when does DDP close a bucket, and how large can a bucket get "
     "(section 2)?",
-    "a bucket is closed as soon as its bytes reach the cap (so it may pass the cap by one gradient); what is left "
-    "open at the end is the last bucket; only the first bucket uses first_cap_bytes",
+    "compare a bucket with its cap after adding a gradient to it, not before; and what becomes of a bucket still "
+    "open when the gradients run out?",
+    "replay section 2's 5242-byte run by hand: which gradient closed the first bucket, and which cap do the buckets "
+    "after the first one use?",
 )
 _MLP = (("6.bias", 16), ("6.weight", 512), ("4.bias", 128), ("4.weight", 4096), ("2.bias", 128), ("2.weight", 4096),
         ("0.bias", 128), ("0.weight", 2048))
@@ -295,8 +297,9 @@ def bucket_partition(c: Check, answer: Any, hidden: Iterable[str] | None = None)
 FSDP_HINTS = (
     "FSDP2 splits dim 0 only, like torch.chunk; how many rows does each rank get when dim 0 does not divide evenly "
     "(section 4)?",
-    "every rank but the last ones gets ceil(rows / world_size) rows; the ranks after that get what is left, possibly "
-    "nothing; the other dimensions are not split, and padding is not counted",
+    "the other dimensions are never split, padding is not counted, and itemsize turns elements into bytes",
+    "section 4 printed 4.weight's local shapes for 3 rows on 2 and on 4 ranks: from those two, how many rows does "
+    "rank r hold when dim 0 has n of them?",
 )
 _DTYPES = MappingProxyType({2: torch.bfloat16, 4: torch.float32, 8: torch.float64})
 # (shapes, world_size, itemsize) by name
@@ -379,3 +382,145 @@ def fsdp_memory(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> N
         _same(c, got, _fsdp_expected(shapes, world_size, itemsize), label, hidden is not None,
               "the list of bytes per rank", FSDP_HINTS)
 
+
+
+# --- 18-overlap ---------------------------------------------------------------------------------------------------
+
+OVERLAP_HINTS = (
+    "each bucket must go on the wire from inside backward, as soon as its last gradient is written, and be waited "
+    "for only in finish(): where in backward does your code learn that a gradient has been written?",
+    "one all_reduce_async per bucket, of one flat tensor holding that bucket's gradients; the sum lands in that "
+    "tensor, not in the .grads, so keep it, with its handle, for finish()",
+    "the hooks run again at every backward: what do they count, and is that count back at zero when the next "
+    "backward starts? The average is the sum divided by world_size, once",
+)
+# (layer widths, world size, gradients per bucket in ready order) by name
+OVERLAP_CASES = MappingProxyType({
+    "the MLP 16 -> 32 -> 32 -> 32 -> 4, DDP's 1 KB buckets (4, 2, 2 gradients), 2 ranks":
+        ((16, 32, 32, 32, 4), 2, (4, 2, 2)),
+    "3 ranks, one bucket per gradient": ((16, 32, 32, 32, 4), 3, (1,) * 8),
+    "one bucket for everything": ((6, 24, 5, 1), 2, (6,)),
+    "4 ranks, buckets of 1, 3 and 2 gradients": ((8, 12, 6, 3), 4, (1, 3, 2)),
+})
+OVERLAP_VISIBLE = ("the MLP 16 -> 32 -> 32 -> 32 -> 4, DDP's 1 KB buckets (4, 2, 2 gradients), 2 ranks",)
+
+
+def _ready_order(sizes: tuple[int, ...], seed: int) -> list[str]:
+    """The order in which backward writes the MLP's gradients, seen by hooks on a copy of the check's own."""
+    probe = scenarios.mlp(sizes, seed)
+    names = {id(p): n for n, p in probe.named_parameters()}
+    order: list[str] = []
+    for p in probe.parameters():
+        p.register_post_accumulate_grad_hook(lambda q: order.append(names[id(q)]))
+    probe(scenarios._batch(0, 0, d=sizes[0])).square().mean().backward()
+    return order
+
+
+def _overlap_case(c: Check, answer: Any, label: str, sizes: tuple[int, ...], world: int, counts: tuple[int, ...],
+                  secret: bool, iterations: int = 2, seed: int = 0) -> None:
+    order = _ready_order(sizes, seed)
+    cuts = [sum(counts[:i + 1]) for i in range(len(counts))]
+    bucket_names = [order[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
+    group = scenarios.SimulatedGroup(world)
+    models = [scenarios.mlp(sizes, seed) for _ in range(world)]
+    setup = c.watch(answer, "overlap_gradients", hint=OVERLAP_HINTS)
+    finishes = []
+    for r, model in enumerate(models):
+        for p in model.parameters():  # the check's own counters, registered first: they run before the answer's
+            p.register_post_accumulate_grad_hook(group.counter(r))
+        params = dict(model.named_parameters())
+        with errors_by_type(c, label, secret):
+            fin = setup([[params[n] for n in names] for names in bucket_names], group.all_reduce_async(r), world)
+        c.that(callable(fin), f"{label}: overlap_gradients returned {type(fin).__name__}; it should return the "
+               "function finish()", OVERLAP_HINTS)
+        finishes.append(c.watch(fin, "finish", hint=OVERLAP_HINTS))
+    runs = []  # what each iteration left: launches, waits and gradients per rank; judged once all of them ran
+    for it in range(iterations):
+        group.reset()
+        for r, model in enumerate(models):
+            model.zero_grad(set_to_none=True)
+            loss = model(scenarios._batch(r, it, d=sizes[0])).square().mean()
+            group.rank = r
+            try:
+                loss.backward()
+            except Exception as exc:
+                c.that(not group.waited_in_backward, f"{label}, backward {it + 1}: a handle's wait() ran during "
+                       "backward. In this check that cannot be served (the other ranks' backward runs later); on real "
+                       "ranks it would stall backward until every rank arrived, and nothing would overlap. Wait "
+                       "in finish()", OVERLAP_HINTS)
+                if secret:
+                    c.fail(f"{label}: your hook raised {type(exc).__name__} during backward", OVERLAP_HINTS)
+                c.fail(f"{label}, backward {it + 1}: your hook raised {type(exc).__name__}: {exc}", OVERLAP_HINTS)
+            finally:
+                group.rank = None
+        for r in range(world):
+            with errors_by_type(c, label, secret):
+                try:
+                    finishes[r]()
+                except RuntimeError:
+                    if not group.unmatched:
+                        raise
+            late = [q for q in range(world) if any(launch["backward_of"] != q for launch in group.launches[q])]
+            c.that(not late, f"{label}, backward {it + 1}: on rank {late[0] if late else 0} an all_reduce_async ran "
+                   "after backward had ended; launch each bucket from inside backward so that it overlaps the "
+                   "gradients still to come", OVERLAP_HINTS)
+            c.that(not group.unmatched, f"{label}, backward {it + 1}: a rank waited for an all_reduce_async that "
+                   f"not every rank had launched with a tensor of the same shape ({', '.join(group.unmatched)})",
+                   OVERLAP_HINTS)
+        runs.append(([list(x) for x in group.launches], [list(x) for x in group.waits],
+                     [{n: None if p.grad is None else p.grad.detach().clone() for n, p in model.named_parameters()}
+                      for model in models]))
+    # the expected averages, from copies the answer never sees, made only now that no answer code runs any more
+    want, local = [], []
+    for it in range(iterations):
+        per_rank = []
+        for r in range(world):
+            ref = scenarios.mlp(sizes, seed)
+            ref(scenarios._batch(r, it, d=sizes[0])).square().mean().backward()
+            per_rank.append({n: p.grad.detach().clone() for n, p in ref.named_parameters()  # type: ignore[union-attr]
+                             })
+        local.append(per_rank)
+        want.append({n: sum((g[n] for g in per_rank), torch.zeros_like(per_rank[0][n])) / world for n in order})
+    for it, (all_launches, all_waits, all_grads) in enumerate(runs):
+        for r in range(world):
+            where = f"{label}, rank {r}, backward {it + 1}"
+            launches = all_launches[r]
+            c.that(len(launches) == len(counts), f"{where}: all_reduce_async ran {len(launches)} times; there are "
+                   f"{len(counts)} buckets, and each goes on the wire once, as one tensor", OVERLAP_HINTS)
+            for k, (launch, names, cut) in enumerate(zip(launches, bucket_names, cuts, strict=True)):
+                c.that(launch["backward_of"] == r, f"{where}: bucket {k}'s all_reduce_async ran after backward had "
+                       "ended; launch it from inside backward so that it overlaps the gradients still to come",
+                       OVERLAP_HINTS)
+                c.that(launch["written"] == cut, f"{where}: bucket {k} went out when {launch['written']} gradients "
+                       f"had been written; its last one is gradient number {cut}: launch a bucket as soon as it is "
+                       "complete", OVERLAP_HINTS)
+                # what was handed over must be this rank's gradients of the bucket, as they were then (any order)
+                sent = launch["values"]
+                grads = torch.cat([local[it][r][n].reshape(-1) for n in names])
+                c.that(sent.numel() == grads.numel(), f"{where}: the tensor sent for bucket {k} holds {sent.numel()} "
+                       f"elements; the bucket's gradients hold {grads.numel()}", OVERLAP_HINTS)
+                off = _max_abs_diff(_SORT(sent.double())[0], _SORT(grads.double())[0])
+                c.that(off <= 1e-6 * max(_TOLIST(grads.abs().max().reshape(1)) + [1e-30]), f"{where}: the tensor "
+                       f"sent for bucket {k} does not hold this rank's gradients of that bucket", OVERLAP_HINTS)
+            waited = {k for k, during in all_waits[r] if not during}
+            c.that(waited >= set(range(len(launches))), f"{where}: finish() did not wait for every bucket it "
+                   "launched", OVERLAP_HINTS)
+            missing = [n for n in order if all_grads[r][n] is None]
+            c.that(not missing, f"{where}: no gradient for {', '.join(missing)} after finish()", OVERLAP_HINTS)
+            after = [cast(torch.Tensor, all_grads[r][n]) for n in order]
+            diff = max(_max_abs_diff(g, want[it][n]) for g, n in zip(after, order, strict=True))
+            scale = max(max(abs(x) for x in _TOLIST(want[it][n].double().flatten())) for n in order)
+            mine_sum = sum((_abs_sum(g) for g in after), 0.0)
+            ratio = mine_sum / sum(_abs_sum(want[it][n]) for n in order)
+            c.that(diff <= 1e-6 * scale, f"{where}: after finish() the gradients differ from the average over the "
+                   f"ranks by up to {diff:.3g}; yours are {ratio:.3f} times it in sum of |grad|", OVERLAP_HINTS)
+
+
+def overlap(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`overlap_gradients(buckets, all_reduce_async, world_size)` -> `finish`: hooks that launch one asynchronous
+    all-reduce per bucket the moment its last gradient is written, and a `finish()` that waits and writes the
+    averages back; run for two iterations on ranks simulated in this process (`SimulatedGroup`), against the average
+    of the ranks' own gradients. Hidden cases are named models, world sizes and bucket splits."""
+    for label, case in named(hidden, OVERLAP_VISIBLE, lambda case: case):
+        sizes, world, counts = OVERLAP_CASES[case]
+        _overlap_case(c, answer, label, sizes, world, counts, hidden is not None)
