@@ -293,3 +293,26 @@ def test_fusion_of_empty_inputs_keeps_them_apart_and_odd_tensors_are_refused() -
     for x, says in ((torch.randn(4, 4).to_sparse(), "to_dense()"), (TwoTensor(torch.ones(2), torch.ones(2)), "subclass")):
         err = outcome(lambda x=x: eager_traffic(lambda a: a * 2, x), (FusionError,))
         assert isinstance(err, FusionError) and says in str(err), err
+
+
+def test_a_custom_operator_is_named_as_opaque_not_as_aten() -> None:
+    """A two-pass custom op was counted as one aten kernel moving 3 tensors (eager named it aten.two_pass): it is
+    named with its namespace and listed as opaque, and the picture says its own passes are not seen."""
+    import torch.nn.functional as F
+
+    from torchlens_widgets.lenses.fusion import eager_traffic, fused_traffic
+    from torchlens_widgets.render.fusion import traffic_html, traffic_text
+
+    @torch.library.custom_op("tlwfuzz::two_pass", mutates_args=())
+    def two_pass(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return F.gelu(u).mul_(v)
+
+    two_pass.register_fake(lambda u, v: torch.empty_like(u))
+    u, v = torch.randn(16, 16), torch.randn(16, 16)
+    eager = eager_traffic(lambda a, b: two_pass(a, b), u, v)
+    assert [k.name for k in eager.kernels] == ["tlwfuzz.two_pass"] and eager.opaque == ("tlwfuzz.two_pass",)
+    assert "passes its own code makes over memory are not seen" in traffic_html(eager.to_dict())
+    assert "its own passes are not seen" in traffic_text(eager.to_dict())
+    assert eager_traffic(lambda a, b: a * b + 1, u, v).opaque == ()
+    fused = fused_traffic(lambda a, b: two_pass(a, b) + 1, u, v)
+    assert fused.opaque == ("torch.ops.tlwfuzz.two_pass.default",), [k.name for k in fused.kernels]

@@ -181,6 +181,12 @@ class Traffic:
     vector: VectorISA | None = None  # fused only: the vector ISA Inductor generated the C++ kernels for
 
     @property
+    def opaque(self) -> tuple[str, ...]:
+        """Kernels that are custom operators: the lens sees one call with its inputs and outputs, not the passes
+        over memory its own code makes (a two-pass op is counted as one kernel)."""
+        return tuple(k.name for k in self.kernels if _is_custom(k.name))
+
+    @property
     def kernel_count(self) -> int:
         return len(self.kernels)
 
@@ -208,6 +214,8 @@ class Traffic:
         d = asdict(self)
         if self.vector is not None:
             d["vector"]["text"] = self.vector.describe()
+        if self.opaque:  # only where there are some: saved reports (the GPU recordings) round-trip unchanged
+            d["opaque"] = list(self.opaque)
         d.update(kernel_count=self.kernel_count, bytes_read=self.bytes_read, bytes_written=self.bytes_written,
                  bytes_moved=self.bytes_moved, intermediate_count=self.intermediate_count,
                  intermediate_bytes=self.intermediate_bytes)
@@ -222,6 +230,15 @@ class Traffic:
                    inputs=tuple(d["inputs"]), outputs=tuple(d["outputs"]), intermediates=_buffers(d["intermediates"]),
                    graph_breaks=int(d.get("graph_breaks", 0)),
                    vector=VectorISA.from_dict(vector) if vector is not None else None)
+
+
+def _is_custom(kernel: str) -> bool:
+    """A kernel name of a custom operator: eager `ns.op` or Inductor's extern `torch.ops.ns.op.overload`, with a
+    namespace other than aten's (Inductor's own kernels, cpp_fused_* and extern_kernels.*, are not)."""
+    if kernel.startswith("torch.ops."):
+        return not kernel.startswith("torch.ops.aten.")
+    namespace = kernel.split(".", 1)[0] if "." in kernel else ""
+    return namespace not in ("", "aten", "prims", "extern_kernels")
 
 
 @dataclass(frozen=True)
@@ -356,7 +373,7 @@ class _Recorder(TorchDispatchMode):
                 if ptr in self.names and ptr not in inputs:
                     del self.names[ptr]  # a fresh output at a freed buffer's address: a new buffer
                 writes.append((self.label(t), _spanned_bytes(t)))
-        self.ops.append((func.overloadpacket.__name__, reads, writes))
+        self.ops.append((f"{func.namespace}.{func.overloadpacket.__name__}", reads, writes))
         return out
 
 
@@ -392,7 +409,8 @@ def eager_traffic(fn: Callable[..., Any], *args: Any) -> Traffic:
         out = fn(*args)
     out_names = [rec.names.get(_storage_key(t), "?") for t in tree_leaves(out)
                  if isinstance(t, torch.Tensor)]
-    kernels = [KernelTraffic(name=f"aten.{op}", ops=(op,), reads=tuple(r), writes=tuple(w)) for op, r, w in rec.ops]
+    kernels = [KernelTraffic(name=op, ops=(op.removeprefix("aten."),), reads=tuple(r), writes=tuple(w))
+               for op, r, w in rec.ops]
     inputs = [n for n in labels if n in set(names.values())]
     outputs = list(dict.fromkeys(out_names))
     renamed = _rename_outputs(kernels, outputs)

@@ -78,6 +78,9 @@ def _column(t: Mapping[str, Any], scale: float, title: str, ms: float | None) ->
                 f'({_size(t["intermediate_bytes"])})')
     breaks = (f'<div class="muted">{t["graph_breaks"]} graph break(s): the ops between graphs ran eagerly '
               "and are not counted here</div>" if t.get("graph_breaks") else "")
+    if t.get("opaque"):  # a custom operator is one call here, whatever passes its own code makes
+        breaks += (f'<div class="muted">{esc(", ".join(t["opaque"]))}: a custom operator, counted as one kernel with '
+                   "its inputs and outputs; the passes its own code makes over memory are not seen</div>")
     vec = t.get("vector")
     if vec and any(k.get("source") for k in t["kernels"]):  # generated code differs from CPU to CPU: say for which
         breaks += f'<div class="muted">C++ generated for this CPU: {esc(vec["text"])}</div>'
@@ -129,6 +132,8 @@ def traffic_text(t: Mapping[str, Any], ms: float | None = None) -> str:
         lines.append(f'  {k["name"]}: reads {bufs(k["reads"])}; writes {bufs(k["writes"])}')
     if mids:
         lines.append("  (* an intermediate: written to memory, then read back)")
+    if t.get("opaque"):
+        lines.append(f'  ({", ".join(t["opaque"])}: a custom operator, one call here; its own passes are not seen)')
     return "\n".join(lines)
 
 
