@@ -316,3 +316,26 @@ def test_a_custom_operator_is_named_as_opaque_not_as_aten() -> None:
     assert eager_traffic(lambda a, b: a * b + 1, u, v).opaque == ()
     fused = fused_traffic(lambda a, b: two_pass(a, b) + 1, u, v)
     assert fused.opaque == ("torch.ops.tlwfuzz.two_pass.default",), [k.name for k in fused.kernels]
+
+
+def _halve_in_a_loop(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(3):
+        if x.sum() > 50:  # a graph break inside a loop: Dynamo skips the whole frame
+            break
+        x = x / 2
+    return x
+
+
+def test_a_skipped_frame_is_in_the_picture_not_only_in_the_data() -> None:
+    """compile_trace once said "0 graphs, 0 breaks" for a frame Dynamo skipped; the lens now records the skip and
+    the picture and the text say it, with the line and Dynamo's reason."""
+    from torchlens_widgets.lenses.compile_trace import compile_trace
+    from torchlens_widgets.render.compile_trace import compile_html, compile_text
+
+    torch._dynamo.reset()
+    d = compile_trace(_halve_in_a_loop, torch.randn(8)).to_dict()
+    assert not d["graphs"] and d["skipped"], d["skipped"]
+    html, text = compile_html(d), compile_text(d)
+    assert "frame <code>_halve_in_a_loop</code> skipped: it runs eagerly, whole (it stopped at line" in html
+    assert "x.sum() &gt; 50" in html and "for/while loop" in html
+    assert "frame _halve_in_a_loop skipped (runs eagerly, whole) at line" in text

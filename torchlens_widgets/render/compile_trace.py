@@ -149,6 +149,18 @@ def _kernels(t: Mapping[str, Any]) -> str:
     return "<div><b>Generated kernels</b> (open one for its code)</div>" + "".join(parts)
 
 
+def _skipped(t: Mapping[str, Any]) -> str:
+    """Frames Dynamo gave up on and ran eagerly, whole (a break inside a loop): the reason, the line and the break
+    that started it, so "0 graphs, 0 breaks" is not read as "nothing happened"."""
+    rows = []
+    for s in t.get("skipped", ()):
+        at = f" (it stopped at line {s['line']})" if s.get("line") else ""
+        rows.append(f'<div class="brk">frame <code>{esc(s["function"])}</code> skipped: it runs eagerly, whole{at}</div>'
+                    f'<div class="muted"><code>{esc(str(s.get("code", "")).strip())}</code> · '
+                    f'{esc(s.get("kind", ""))}: {esc(s.get("explanation", ""))} · Dynamo: {esc(s.get("why", ""))}</div>')
+    return f"<div>{''.join(rows)}</div>" if rows else ""
+
+
 def compile_html(t: Mapping[str, Any]) -> str:
     """The trace as one themed HTML block."""
     name = esc(t["function"])
@@ -160,7 +172,7 @@ def compile_html(t: Mapping[str, Any]) -> str:
     return (f'<div class="tlw-compile tlw-theme"><style>{STYLE}{_CSS}</style>'
             f"<div><b><code>{name}</code></b> under torch.compile ({esc(t['backend'])}, {t['calls']} call"
             f"{'s' if t['calls'] != 1 else ''}): {verdict} · {esc(_counts(t))}</div>"
-            f"<div>{legend}</div>{_source(t)}{_elsewhere(t)}{_frames(t)}{_recompiles(t)}{_kernels(t)}</div>")
+            f"<div>{legend}</div>{_skipped(t)}{_source(t)}{_elsewhere(t)}{_frames(t)}{_recompiles(t)}{_kernels(t)}</div>")
 
 
 def compile_text(t: Mapping[str, Any]) -> str:
@@ -175,4 +187,6 @@ def compile_text(t: Mapping[str, Any]) -> str:
         lines.append(f"  recompile {r['compile_id']} of {r['function']}: {'; '.join(dict.fromkeys(r['reasons']))}")
     for k in t["kernels"]:
         lines.append(f"  kernel {k['name']} ({k['stage']}): {', '.join(k['fused_nodes'])}")
+    for s in t.get("skipped", ()):
+        lines.append(f"  frame {s['function']} skipped (runs eagerly, whole) at line {s.get('line')}: {s.get('why', '')}")
     return "\n".join(lines)
