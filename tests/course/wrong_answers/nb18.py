@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+
+from tests.course.exercises import test_n18
 from tests.course.wrong_answers import Wrong
 
 
@@ -190,40 +193,21 @@ WRONG = {
 }
 
 
-def _overlap(launch: str = "", finish: str = "", hook_extra: str = "", keep: str = "flat",
-             reset: str = "        launched.clear()\n        ready[:] = [0] * len(buckets)\n") -> str:
+# The in-process tests' reference (tests/course/exercises/test_n18.py), one part changed per wrong answer
+_REFERENCE = inspect.getsource(test_n18.overlap_gradients).replace("  # type: ignore[no-untyped-def]", "")
+_LAUNCH = "            launched.append((index, flat, all_reduce_async(flat)))\n"
+_HOOK = "        if ready[index] == len(buckets[index]):\n"
+_RESET = "        launched.clear()\n        ready[:] = [0] * len(buckets)\n"
+_FINISH = _REFERENCE[_REFERENCE.index("    def finish():\n") + len("    def finish():\n"):_REFERENCE.index(_RESET)]
+
+
+def _overlap(launch: str = "", finish: str = "", hook_extra: str = "", keep: str = "flat", reset: str = _RESET) -> str:
     """The reference with one part changed: `launch` replaces the line that launches a bucket, `finish` the loop
-    that waits and writes back, `reset` the end of finish()."""
-    launch = launch or f"            launched.append((index, flat, all_reduce_async({keep})))\n"
-    finish = finish or """        for index, flat, handle in launched:
-            handle.wait()
-            offset = 0
-            for p in buckets[index]:
-                n = p.grad.numel()
-                p.grad.copy_(flat[offset:offset + n].view_as(p.grad)).div_(world_size)
-                offset += n
-"""
-    return f"""def overlap_gradients(buckets, all_reduce_async, world_size):
-    bucket_of = {{}}
-    for index, bucket in enumerate(buckets):
-        for param in bucket:
-            bucket_of[param] = index
-    ready = [0] * len(buckets)
-    launched = []
-
-    def on_grad(param):
-        index = bucket_of[param]
-        ready[index] += 1
-{hook_extra}        if ready[index] == len(buckets[index]):
-            flat = torch.cat([p.grad.reshape(-1) for p in buckets[index]])
-{launch}
-    for param in bucket_of:
-        param.register_post_accumulate_grad_hook(on_grad)
-
-    def finish():
-{finish}{reset}
-    return finish
-"""
+    that waits and writes back, `reset` the end of finish(), `hook_extra` goes first in the bucket-ready test."""
+    assert all(_REFERENCE.count(part) == 1 for part in (_LAUNCH, _HOOK, _RESET, _FINISH)), "the reference changed"
+    return (_REFERENCE.replace(_LAUNCH, launch or _LAUNCH.replace("(flat)))", f"({keep})))"))
+            .replace(_HOOK, hook_extra + _HOOK)
+            .replace(_FINISH + _RESET, (finish or _FINISH) + reset))
 
 
 WRONG["18-overlap"] = [
@@ -245,14 +229,8 @@ WRONG["18-overlap"] = [
         hook_extra="        all_reduce_async(param.grad)\n",
         launch="            launched.append((index, flat, None))\n",
         finish="        pass\n"), "all_reduce_async ran 8 times; there are 3 buckets"),
-    Wrong("sums without dividing by the world size", _overlap(finish="""        for index, flat, handle in launched:
-            handle.wait()
-            offset = 0
-            for p in buckets[index]:
-                n = p.grad.numel()
-                p.grad.copy_(flat[offset:offset + n].view_as(p.grad))
-                offset += n
-"""), "yours are 2.000 times it"),
+    Wrong("sums without dividing by the world size", _overlap(finish=_FINISH.replace(".div_(world_size)", "")),
+          "yours are 2.000 times it"),
     Wrong("never resets what it counted, so the second backward launches nothing",
           _overlap(reset="        launched.clear()\n"), "backward 2: all_reduce_async ran 0 times"),
     Wrong("sends zeros of the bucket's size at the right moments, to be counted, and keeps its own gradients",
