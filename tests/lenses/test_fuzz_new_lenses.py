@@ -337,5 +337,6 @@ def test_a_skipped_frame_is_in_the_picture_not_only_in_the_data() -> None:
     assert not d["graphs"] and d["skipped"], d["skipped"]
     html, text = compile_html(d), compile_text(d)
     assert "frame <code>_halve_in_a_loop</code> skipped: it runs eagerly, whole (it stopped at line" in html
+    assert "frame skipped: nothing compiled" in html and "no graph breaks" not in html  # not a clean compile
     assert "x.sum() &gt; 50" in html and "for/while loop" in html
     assert "frame _halve_in_a_loop skipped (runs eagerly, whole) at line" in text

@@ -165,7 +165,8 @@ def compile_html(t: Mapping[str, Any]) -> str:
     """The trace as one themed HTML block."""
     name = esc(t["function"])
     breaks = len(t["breaks"])
-    verdict = ('<span class="ok">no graph breaks</span>' if not breaks
+    verdict = ('<span class="brk">frame skipped: nothing compiled</span>' if t.get("skipped") and not t["graphs"]
+               else '<span class="ok">no graph breaks</span>' if not breaks
                else f'<span class="brk">{breaks} graph break{"s" if breaks != 1 else ""}</span>')
     legend = " ".join(f'<span class="k{g["index"] % len(_CATS)}">graph {g["index"]}: {len(g["ops"])} '
                       f'op{"" if len(g["ops"]) == 1 else "s"}</span>' for g in t["graphs"])
