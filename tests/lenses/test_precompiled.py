@@ -54,6 +54,11 @@ def test_a_cold_lean_build_uses_the_precompiled_headers_once_they_exist(tmp_path
     assert plain.ok and fast.ok and not plain.precompiled and fast.precompiled, fast.summary()
     assert "-Winvalid-pch" in fast.flags and "-Winvalid-pch" not in plain.flags
     compile_s = {r.name: sum(s.seconds for s in r.steps if s.phase == "compile") for r in (plain, fast)}
+    if compile_s["tlw_pch_fast"] >= 0.7 * compile_s["tlw_pch_plain"]:  # one pair on a busy runner can mislead
+        for retry in (build_inline("tlw_pch_plain", _op("plain"), directory=tmp_path / "again", precompiled=False),
+                      build_inline("tlw_pch_fast", _op("fast"), directory=tmp_path / "again")):
+            seconds = sum(s.seconds for s in retry.steps if s.phase == "compile")
+            compile_s[retry.name] = min(compile_s[retry.name], seconds)  # each build's best of two cold compiles
     assert compile_s["tlw_pch_fast"] < 0.7 * compile_s["tlw_pch_plain"], compile_s
     # the same headers are behind the op either way; the listing is of them, not of the precompiled stand-in
     assert abs(fast.header_files - plain.header_files) <= 2 and fast.header_files > 500
