@@ -10,8 +10,10 @@ REPEAT_NOTEBOOKS := $(wildcard notebooks/14-*.ipynb notebooks/15-*.ipynb noteboo
 NBVAL  := --nbval --nbval-current-env --nbval-kernel-startup-timeout 120 --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
 # nbval's log shows a failed cell's traceback, not the feedback above it: this makes a check's traceback carry its message
 NBVAL_ENV := TORCHLENS_CHECK_TRACEBACK=message
+# `tools/timed PHASE cmd`: each phase's seconds go to .test-cache/phases.txt, printed when `make test` ends
+TIMED  := tools/timed
 
-.PHONY: course env test test-builds-reset lint test-js test-unit test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
+.PHONY: course env test test-phases-reset test-builds-reset lint test-js test-unit test-wrong-answers test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
@@ -35,7 +37,12 @@ $(VENV)/.installed: pyproject.toml labextension/package.json labextension/packag
 	  $(BIN)/jupyter server extension disable nbgrader.server_extensions.$$ext --sys-prefix || exit 1; done
 	touch $@
 
-test: env browser-deps cxx-deps sandbox-deps lint test-js test-builds-reset test-unit test-notebooks test-browser
+test: test-phases-reset env browser-deps cxx-deps sandbox-deps lint test-js test-builds-reset test-unit test-wrong-answers test-notebooks test-browser
+	@echo "make test: seconds per phase"; cat .test-cache/phases.txt; \
+	  echo "total since the first phase: $$(( $$(date +%s) - $$(cat .test-cache/started) )) s"
+
+test-phases-reset:
+	@mkdir -p .test-cache && rm -f .test-cache/phases.txt && date +%s > .test-cache/started
 
 # One C++ build cache for a whole `make test` (see conftest.py), emptied when it starts: each run builds from cold.
 export TORCHLENS_TEST_BUILD_DIR := $(CURDIR)/.test-cache/extensions
@@ -43,15 +50,22 @@ test-builds-reset:
 	rm -rf $(TORCHLENS_TEST_BUILD_DIR)
 
 lint: env
-	$(BIN)/ruff check torchlens_widgets tests benchmarks tools hatch_build.py
-	$(BIN)/mypy --ignore-missing-imports torchlens_widgets
-	cd labextension && $(NPM) run --silent typecheck
+	$(TIMED) lint sh -c '$(BIN)/ruff check torchlens_widgets tests benchmarks tools hatch_build.py && \
+	  $(BIN)/mypy --ignore-missing-imports torchlens_widgets && cd labextension && $(NPM) run --silent typecheck'
 
+# JupyterLab's staging folder (the extension builds against Lab's own packages), read when test-js runs
+LAB_STAGING = $(shell $(BIN)/python -c "import jupyterlab, os; print(os.path.dirname(jupyterlab.__file__))")/staging
 test-js: env
-	cd labextension && $(NPM) run build && $(NPM) run build:lab -- --core-path "$$(../$(BIN)/python -c 'import jupyterlab, os; print(os.path.dirname(jupyterlab.__file__))')/staging" && $(NPM) test
+	$(TIMED) test-js sh -c 'cd labextension && $(NPM) run build && $(NPM) run build:lab -- --core-path "$(LAB_STAGING)" && $(NPM) test'
 
 test-unit: env sandbox-deps
-	$(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=15 -m "not browser and not recorder" tests
+	$(TIMED) test-unit $(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=15 \
+	  -m "not browser and not recorder" --ignore tests/course/test_wrong_answers.py tests
+
+# Every exercise's stub, wrong answers and reference, one kernel per notebook (tests/course/wrong_answers).
+test-wrong-answers: env
+	$(TIMED) test-wrong-answers $(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=8 \
+	  tests/course/test_wrong_answers.py
 
 # Before a GPU session records (tools/record_gpu.py): every topic's dry run, the compile-heavy ones included.
 test-recorder: env
@@ -59,9 +73,9 @@ test-recorder: env
 
 test-notebooks: env
 	# one kernel per notebook, two notebooks at a time (loadfile keeps a notebook's cells on one worker, in order)
-	$(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) notebooks
+	$(TIMED) nbval env $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) notebooks
 	# the precision, trace and distributed notebooks pass once more: a flaky cell fails here (20 times its checks on one thread)
-	$(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $(REPEAT_NOTEBOOKS)
+	$(TIMED) nbval-repeat env $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $(REPEAT_NOTEBOOKS)
 
 # Saved outputs must not depend on the CPU that refreshed them. test-isa runs nbval as an AVX2 machine would
 # (aten's kernels, Inductor's code, MKL and oneDNN all held to AVX2), then the notebooks whose C++ Inductor
@@ -79,7 +93,7 @@ test-isa: env
 
 test-browser: env browser-deps
 	# one JupyterLab per test module, two modules at a time: most of a browser test is waiting on the page
-	$(BIN)/pytest -n 2 --dist loadfile -q -p no:cacheprovider -m browser tests/browser
+	$(TIMED) test-browser $(BIN)/pytest -n 2 --dist loadfile -q -p no:cacheprovider -m browser tests/browser
 
 # Debian's Chromium drives the browser tests; Playwright never downloads a browser here.
 browser-deps:

@@ -586,3 +586,25 @@ print("repaired:", torch.equal(torch.ones(2), torch.zeros(2)) is False, torch.on
     assert "repaired: True True" in out, out
     noted = subprocess.run([sys.executable, "-c", env_script], capture_output=True, text=True, timeout=120).stdout
     assert "noted: True" in noted, noted  # importing the package beside torch takes the snapshot at once
+
+
+def test_a_runaway_recursion_in_the_answer_keeps_only_the_ends_of_its_traceback(progress: Path) -> None:
+    """IPython took ~45 s to draw the 1000-frame traceback of a learner's recursive backward(): the check keeps the
+    first and last frames and says how many it left out."""
+    learner: dict[str, Any] = {}
+    exec(compile("def visit(n):\n    return visit(n + 1)\n", "/tmp/ipykernel_0/learner.py", "exec"), learner)
+    shown: list[str] = []
+    import IPython
+    import IPython.display
+
+    with pytest.MonkeyPatch.context() as mp:  # a front end to show the feedback in
+        mp.setattr(IPython, "get_ipython", lambda: object())
+        mp.setattr(IPython.display, "display", lambda data, **kw: shown.append(data["text/plain"]))
+        with pytest.raises(RecursionError) as info:
+            with check("zz-recursion"):
+                learner["visit"](0)
+    depth, tb = 0, info.value.__traceback__
+    while tb is not None:
+        depth, tb = depth + 1, tb.tb_next
+    assert depth <= 25, depth
+    assert "frames in the middle are left out" in shown[-1], shown

@@ -204,3 +204,25 @@ def test_a_compiler_stance_left_on_is_tampering(progress: Path) -> None:
         with check("99-stance") as c:
             c.equal(1, 1)
     assert torch._dynamo.eval_frame._stance.stance == "default"
+
+
+def test_a_code_swap_the_cheap_scan_leaves_out_is_found_by_the_next_full_one() -> None:
+    """Checks read the grader functions' code only when a function's code or defaults changed since the last read
+    (trusted counts those changes): a swap from code that is not a notebook's is still found and undone."""
+    import ctypes
+
+    from torchlens_widgets.course import checks, exercises, integrity, trusted
+
+    assert checks  # the audit hook is on
+    integrity.tampering()
+    assert integrity.tampering() == []  # nothing changed: the code read is skipped
+    fn = exercises.n01.crossover
+    kept = fn.__code__
+    fn.__code__ = (lambda *a, **k: None).__code__  # a test module is not notebook code: allowed, and counted
+    assert integrity.tampering(inside=True, code=False) == []
+    found = integrity.tampering()
+    assert any("crossover" in f for f in found) and fn.__code__ is kept, found
+    assert integrity.tampering() == []
+    before = trusted.code_changes()
+    ctypes.string_at(ctypes.addressof(ctypes.c_int(7)), 1)  # raw memory could rewrite a function: read again
+    assert trusted.code_changes() > before + 1

@@ -271,8 +271,9 @@ class Check(metaclass=GraderClass):
         if condition is not True:
             self.fail(message, hint)
 
-    def _guard(self, _tampering: Callable[..., list[str]] = _tampering) -> None:
-        found = _tampering(inside=True)
+    def _guard(self, code: bool = False, _tampering: Callable[..., list[str]] = _tampering) -> None:
+        """Fail on anything patched since the check began (`code`: the grader's own functions' code too)."""
+        found = _tampering(inside=True, code=code)
         if found:
             self.fail(_tamper_message(found))
 
@@ -394,7 +395,7 @@ class Check(metaclass=GraderClass):
             self.fail(f"{what} made {len(copies)} data copies, expected {expected}.{paths}", hint)
         if at_most is not None and len(copies) > at_most:
             self.fail(f"{what} made {len(copies)} data copies, at most {at_most} allowed.{paths}", hint)
-        self._guard()
+        self._guard(code=True)
         return report
 
     def _no_escapes(self, rec: Recording, what: str) -> None:
@@ -445,7 +446,7 @@ class Check(metaclass=GraderClass):
                 self.fail(f"{name} ran aten.{', aten.'.join(dict.fromkeys(bad))}; this exercise allows {rule}", hint)
             if rec.error is not None:
                 raise rec.error  # the learner's own error, after the rules it broke on the way
-            self._guard()
+            self._guard(code=True)
             return rec.result
 
         return watched
@@ -546,11 +547,31 @@ class Check(metaclass=GraderClass):
                 m = strict_mismatch(got, want, f"{what} (timed call {round_ + 1}, on fresh inputs)", rel_tol)
                 if m:
                     self.fail(m + ": the calls this check times must compute the answer", hint)
-        self._guard()  # nothing patched while the clock ran
+        self._guard(code=True)  # nothing patched while the clock ran
         ratio = best_slow / max(best_fast, 1e-9)
         if ratio < at_least:
             self.fail(f"{what} is {ratio:.2f}× as fast as the original; the target is {at_least}×", hint)
         return ratio
+
+
+_TB_HEAD, _TB_TAIL = 12, 8
+
+
+def _trim_traceback(exc: BaseException) -> int:
+    """Keep the first and last frames of a very deep traceback (a runaway recursion: IPython would spend most of a
+    minute drawing thousands of frames); returns how many were left out."""
+    tbs = []
+    tb = exc.__traceback__
+    while tb is not None:
+        tbs.append(tb)
+        tb = tb.tb_next
+    if len(tbs) <= _TB_HEAD + _TB_TAIL + 4:
+        return 0
+    kept: types.TracebackType | None = None
+    for t in reversed(tbs[:_TB_HEAD] + tbs[-_TB_TAIL:]):
+        kept = types.TracebackType(kept, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    exc.__traceback__ = kept
+    return len(tbs) - _TB_HEAD - _TB_TAIL
 
 
 def _tamper_message(found: list[str]) -> str:
@@ -714,7 +735,9 @@ class check(metaclass=GraderClass):
             if attest.grading():  # the error's text is the answer's to choose: at grading, its type and place only
                 message = f"your code raised {type(exc).__name__} ({_learner_place(exc, self._cell)})"
             else:
-                message = f"your code raised {type(exc).__name__}: {exc} (the traceback below shows where)"
+                left_out = _trim_traceback(exc)
+                message = f"your code raised {type(exc).__name__}: {exc} (the traceback below shows where" + (
+                    f"; {left_out} frames in the middle are left out)" if left_out else ")")
             self._report_failure(message)
             _FAILURES[c.grade_id] += 1
             return False  # the learner's own error: their traceback is the useful feedback

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional
 from torch.utils._python_dispatch import _disable_current_modes
 
+from .trusted import code_changes as _code_changes
+
 __all__ = ["Tampering", "clean", "tampering", "trusted_equal", "trusted_allclose"]
 
 # Captured at import: what checks call, whatever the learner later rebinds.
@@ -279,14 +281,22 @@ def own_modes() -> Iterator[None]:
         _OWN_MODES.update(before)
 
 
-def tampering(repair: bool = True, inside: bool = False) -> Tampering:
+def tampering(repair: bool = True, inside: bool = False, code: bool = True) -> Tampering:
     """Name every patched torch function, entered mode or changed global switch; repair them if asked. `inside` a
-    check's block, autocast is the check's own business (it may run a workload under autocast)."""
+    check's block, autocast is the check's own business (it may run a workload under autocast). `code=False` leaves
+    out the code and defaults of the grader's own functions: reading each one's `__code__` is an audit event
+    (~3 ms for them all), and a notebook cannot swap them anyway (`trusted` refuses it as it happens); a check
+    reads them when it starts and ends, and after each call of the learner's code."""
     found = Tampering()
+    early = {label for label, _ in _EARLY}
     for label, names in _SNAPSHOT.items():
         owner = _OWNERS[label]
         current = vars(owner)
-        for name, original in list(names.items()):
+        # the common case in C: every watched name still the object it was, and no name added since the last scan
+        same = label not in early and _all(_map(_is, _map(current.get, names, _repeat(_MISSING)), names.values()))
+        if same and (not isinstance(owner, type) or current.keys() == _KEYS.get(label)):
+            continue
+        for name, original in list(names.items()) if not same else ():
             now = current.get(name, _MISSING)
             if now is original:
                 if (label, name) not in _EARLY:
@@ -317,12 +327,20 @@ def tampering(repair: bool = True, inside: bool = False) -> Tampering:
                 found.append(f"{label}.{name} was replaced")
                 if repair:
                     delattr(owner, name)
-    for fn, kept in list(_INSIDES.values()):
-        code, defaults, kwdefaults = kept  # compared by identity: a default may be a tensor
-        if fn.__code__ is not code or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults:
-            found.append(f"the code or defaults of {fn.__module__}.{fn.__qualname__} were changed")
-            if repair:
-                fn.__code__, fn.__defaults__, fn.__kwdefaults__ = kept
+            if not shadowing or repair:
+                _KEYS[label] = frozenset(current)
+    # each grader function's code and defaults, unless no function's code or defaults changed since the last read
+    if code and _code_changes() != _CODE_READ[0] + 1:
+        before = len(found)
+        for fn, kept in list(_INSIDES.values()):
+            was, defaults, kwdefaults = kept  # compared by identity: a default may be a tensor
+            if fn.__code__ is not was or fn.__defaults__ is not defaults or fn.__kwdefaults__ is not kwdefaults:
+                found.append(f"the code or defaults of {fn.__module__}.{fn.__qualname__} were changed")
+                if repair:
+                    fn.__code__, fn.__defaults__, fn.__kwdefaults__ = kept
+        _CODE_READ[0] = _code_changes() if repair or len(found) == before else -10
+    elif code:
+        _CODE_READ[0] += 1  # the read above, with nothing changed
     own_fn, own_dispatch = _OWN_MODES["function"], _OWN_MODES["dispatch"]
     if _len_fn_stack() > own_fn or _len_dispatch_stack() > own_dispatch:
         modes = []
@@ -352,6 +370,12 @@ def tampering(repair: bool = True, inside: bool = False) -> Tampering:
 
 
 _MISSING = object()
+# What `trusted.code_changes()` returned after the last full read of the grader functions' code found them as kept.
+_CODE_READ = [-10]
+# A class's attribute names at its last scan with no shadowing found: the scan is skipped while they stay the same.
+_KEYS: dict[str, frozenset[str]] = {}
+# Captured at import: the scan must not run through functions an answer can replace.
+_all, _map, _is, _repeat = all, map, operator.is_, itertools.repeat
 
 
 @contextlib.contextmanager

@@ -34,7 +34,10 @@ __all__ = ["ESCAPES", "Recording", "record"]
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_STDLIB = os.path.dirname(os.__file__) + os.sep  # the standard library: never a learner's copy
+# The standard library and the installed packages (torch's imports of sympy and the like): never a learner's copy.
+# Fingerprinting every function a first `import torch._dynamo` runs took ~45 s inside a recorded call.
+_STDLIB = tuple(dict.fromkeys(
+    [os.path.dirname(os.__file__) + os.sep, *(os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix))]))
 
 #: Builtin calls that step around the dispatch observer, by qualified name, with what they do.
 ESCAPES: dict[str, str] = {
@@ -280,6 +283,9 @@ def record(
         if _learner_frame(frame) and "torchinductor" not in frame.f_code.co_filename:
             rec.escapes.append(f"{event}: reaches memory through ctypes, where the dispatcher cannot see it")
 
+    if aten and "torch._dynamo" not in sys.modules:
+        # torch imports it on the first op under a dispatch mode (`_disable_dynamo`): ~3 s here, ~30 s under the hook
+        import torch._dynamo  # noqa: F401
     observer = _AtenRecorder(rec) if aten else contextlib.nullcontext()
     with observer:
         sys.setprofile(hook)

@@ -7,6 +7,7 @@ imported by an answer cell is noted as it was defined, not as the answer left it
 
 from __future__ import annotations
 
+import itertools
 import sys
 import types
 from importlib.machinery import ModuleSpec
@@ -118,14 +119,30 @@ def _hook_set(event: str, frame: Any) -> None:
     _HOOKS_SET.append((event, f"{code.co_name} ({code.co_filename}:{frame.f_lineno})"))
 
 
-def _audit(event: str, args: tuple[Any, ...]) -> None:
+# Counts every change of any function's code or defaults and every ctypes access (raw memory), and every read
+# (`code_changes`): a read one above the last read means nothing changed since, so the integrity scan can skip
+# reading each grader function's code (an audit event each). Bound as default arguments, where a change is itself
+# such an event.
+_CHANGES = itertools.count()
+
+
+def code_changes(_read: Any = _CHANGES.__next__) -> int:
+    """A number one above the last one returned when no function's code or defaults changed in between (and no
+    ctypes call ran); larger otherwise."""
+    return int(_read())
+
+
+def _audit(event: str, args: tuple[Any, ...], _changed: Any = _CHANGES.__next__) -> None:
     """Refuse notebook code that swaps the code or defaults of a grader function (the function object stays);
     tell a recording in progress about raw memory access through ctypes; note hooks set (see `hooks_set`)."""
     if event in _HOOK_EVENTS:
         _hook_set(event, sys._getframe(1))
-    if event == "object.__setattr__" and len(args) >= 2 and args[1] in _INSIDES and _grader_function(args[0]) \
-            and from_notebook_code(1):
-        raise AttributeError(_refusal(f"{args[0].__module__}.{args[0].__qualname__}", args[1]))
+    if event == "object.__setattr__" and len(args) >= 2 and args[1] in _INSIDES:
+        _changed()
+        if _grader_function(args[0]) and from_notebook_code(1):
+            raise AttributeError(_refusal(f"{args[0].__module__}.{args[0].__qualname__}", args[1]))
+    if event in CTYPES_EVENTS:
+        _changed()
     if LISTENERS and event in CTYPES_EVENTS:
         frame = sys._getframe(1)
         for listen in list(LISTENERS):

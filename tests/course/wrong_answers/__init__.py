@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ class Outcome:
     feedback: str
     answer_error: str | None = None
     details: list[str] = field(default_factory=list)
+    seconds: float = 0.0  # the wrong answer's cell and its test cell, run back to back
 
 
 _SNAPSHOT = "__tlw_wrong_answer_snapshot__"
@@ -163,12 +165,14 @@ def _cells_to_run(nb: Any, wrong: dict[str, list[Wrong]]) -> set[int]:
 
 def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: int = 300,
                       stubs: list[Outcome] | None = None, secrets: list[Outcome] | None = None,
-                      whole: bool = False) -> tuple[list[Outcome], dict[str, str]]:
+                      whole: bool = False, timings: list[tuple[str, float]] | None = None,
+                      ) -> tuple[list[Outcome], dict[str, str]]:
     """Run every wrong answer of `wrong` against `notebook`'s checks; returns outcomes and the reference's feedback.
     Each check's run on its released stub is appended to `stubs` (when given). For a prediction (a solution that
     assigns literals), a wrong prediction also runs where the learner meets it, and `secrets` gets what of the
     expected values the kernel's globals then hold (`details`: empty when nothing). Only the cells the exercises
-    need run (see `needed`), unless `whole`: then every cell, as a learner runs the notebook."""
+    need run (see `needed`), unless `whole`: then every cell, as a learner runs the notebook. `timings` (when given)
+    gets (what, seconds) for every cell the harness ran besides the wrong answers: where a slow run spends its time."""
     from nbclient import NotebookClient
 
     from torchlens_widgets.course.release import release_notebook
@@ -184,10 +188,16 @@ def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: in
     scratch = len(nb.cells)
     nb.cells.append(new_code_cell(""))  # nbclient writes each executed cell back at its index
 
-    def run(source: str, must_succeed: bool = False) -> tuple[str, str | None]:
+    def timed(what: str, cell: Any, index: int) -> None:
+        started = time.perf_counter()
+        client.execute_cell(cell, index)
+        if timings is not None:
+            timings.append((what, time.perf_counter() - started))
+
+    def run(source: str, must_succeed: bool = False, what: str = "harness") -> tuple[str, str | None]:
         cell = new_code_cell(source)
         nb.cells[scratch] = cell
-        client.execute_cell(cell, scratch)
+        timed(what, cell, scratch)
         shown, error = _text(cell.outputs)
         if must_succeed and error:
             raise RuntimeError(f"{notebook.name}: the harness's own cell failed ({error}): {shown}")
@@ -203,8 +213,8 @@ def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: in
             follows = nb.cells[i + 1].metadata.get("nbgrader", {}) if i + 1 < scratch else {}
             if stubs is not None and meta.get("solution") and follows.get("grade") and not follows.get("solution"):
                 test_id = follows["grade_id"]
-                run(released[meta["grade_id"]])  # the stub, where the learner meets it (it may raise)
-                shown, error = run(nb.cells[i + 1].source)
+                run(released[meta["grade_id"]], what=f"stub {test_id}")  # where the learner meets it (it may raise)
+                shown, error = run(nb.cells[i + 1].source, what=f"check of the stub {test_id}")
                 stubs.append(Outcome(test_id, "the released stub", error == "CheckFailed" and f"✗ {test_id} failed" in shown,
                                      shown, error))
                 predicted = literal_assignments(cell.source.replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", ""))
@@ -219,7 +229,7 @@ def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: in
                     leaks = ast.literal_eval(found.strip() or "[]")
                     secrets.append(Outcome(test_id, attempt.name, error == "CheckFailed", shown, error, leaks))
             if cell.cell_type == "code" and i in runs:
-                client.execute_cell(cell, i)
+                timed(f"cell {i}: {cell.source.strip().splitlines()[0][:60] if cell.source.strip() else ''}", cell, i)
                 shown, err = _text(cell.outputs)
                 if err:
                     raise RuntimeError(f"{notebook.name}: cell {i} failed in the reference run ({err}): {shown[-1500:]}")
@@ -230,13 +240,14 @@ def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: in
             test_source = nb.cells[cells[gid]].source
             for w in answers:
                 run(_RESTORE, must_succeed=True)
+                started = time.perf_counter()
                 shown_answer, answer_error = run(w.code)
                 shown, error = run(test_source)
                 failed = error is not None and f"✗ {gid} failed" in shown
                 ok = failed and answer_error is None and (not w.expect or w.expect in shown)
-                outcomes.append(Outcome(gid, w.name, ok, shown, answer_error))
+                outcomes.append(Outcome(gid, w.name, ok, shown, answer_error, seconds=time.perf_counter() - started))
             run(_RESTORE, must_succeed=True)
-            shown, error = run(test_source)
+            shown, error = run(test_source, what=f"reference {gid}")
             reference[gid] = shown if error is None and f"✓ {gid} passed" in shown else f"FAILED ({error}): {shown}"
     return outcomes, reference
 

@@ -167,12 +167,19 @@ _GateDown = _gate_down()
 def lean_forward(mlp, x):
     return _GateDown.apply(mlp.up(x), mlp.gate(x), mlp.down.weight, mlp.down.bias)
 ''', expect="called a second time (on other tokens) before one backward: the backward raised"),
+        Wrong("an empty-input guard read into a Python number", '''
+def lean_forward(mlp, x):
+    if x.abs().max().item() == 0:
+        return mlp(x)
+    return cp.checkpoint(mlp, x, use_reentrant=False,
+                         context_fn=partial(cp.create_selective_checkpoint_contexts, save_matmuls))
+''', expect="lean_forward called Tensor.item, which this exercise asks you not to use"),
         # u and g kept as Python numbers: no storage for the live-storage meter to count
         Wrong("keeps the activations as Python numbers", '''
 class _AsNumbers(torch.autograd.Function):
     @staticmethod
     def forward(ctx, u, g):
-        ctx.shape, ctx.kept = u.shape, [[v.item() for v in t.reshape(-1)] for t in (u, g)]
+        ctx.shape, ctx.kept = u.shape, [t.reshape(-1).tolist() for t in (u, g)]
         return F.gelu(u) * F.silu(g)
 
     @staticmethod
@@ -184,7 +191,7 @@ class _AsNumbers(torch.autograd.Function):
 
 def lean_forward(mlp, x):
     return mlp.down(_AsNumbers.apply(mlp.up(x), mlp.gate(x)))
-''', expect="lean_forward called Tensor.item, which this exercise asks you not to use", gaming=True),
+''', expect="converts to Python lists", gaming=True),
         Wrong("patches torch.allclose and scales the output", '''
 torch.allclose = lambda *args, **kwargs: True
 ''' + _SAC.replace("return cp.checkpoint(", "return 1.01 * cp.checkpoint("), expect="was replaced", gaming=True),
