@@ -47,21 +47,16 @@ def _bytes(storage: str = _RIGHT_STORAGE, copy: str = _RIGHT_COPY, empty: str = 
 WRONG = {
     "03-remove-hidden-copy": [
         Wrong("slow without copies, fast only on an input it has seen", '''
+import time as _time
+
 _seen = {}
 
 def column_zscores(x):
     hit = _seen.get(id(x))
     if hit is not None and hit[0] is x:
         return hit[1]
-    n = x.shape[0]
-    total = x[0] * 0
-    for i in range(n):
-        total = total + x[i]
-    mean = total / n
-    spread = x[0] * 0
-    for i in range(n):
-        spread = spread + (x[i] - mean) ** 2
-    out = (x - mean) / (spread / (n - 1)).sqrt()
+    _time.sleep(0.05)  # slow on every input it has not seen (a loop would only cost the harness more time)
+    out = (x - x.mean(dim=0)) / x.std(dim=0)
     _seen[id(x)] = (x, out)
     return out
 ''', expect="as fast as the original", gaming=True),
