@@ -23,6 +23,14 @@ def test_names_a_cell_defines_and_reads() -> None:
     assert "y" in defined(CELLS[3]) and "helper" in used(CELLS[3])  # magics are read as Python
 
 
+def test_a_comprehension_or_function_local_is_not_a_notebook_name() -> None:
+    """18's teaching cells named a comprehension variable `c`, and every cell up to its test cell (two rank runs)
+    ran for the `c` of `with check(...) as c`."""
+    cell = "sizes = [c.numel() for c in params]\ndef f():\n    local = 1\n    global shared\n    shared = 2\n"
+    assert defined(cell) == {"sizes", "f", "shared"}
+    assert needed_cells(["params = []", cell, "with check('x') as c:\n    c.that(True, '')"], [2]) == [2]
+
+
 def test_only_what_the_exercise_needs_runs() -> None:
     assert needed_cells(CELLS, always=[0, 5, 6]) == [0, 2, 5, 6]
     # a wrong answer that uses the registered op pulls in the cell that registers it (and what that cell reads)

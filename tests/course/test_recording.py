@@ -73,3 +73,22 @@ def test_a_helper_generator_closed_during_a_recording_is_not_the_answers_call() 
     assert record(answer, 1, forbid_files=exercise_files()).forbidden == []
     assert record(lambda x: list(named(None, [x], str)), 1, forbid_files=exercise_files()).forbidden == [
         "named (one of the check's own helpers)"]
+
+
+def test_dynamo_is_imported_outside_the_profile_hook() -> None:
+    """torch imports Dynamo on the first op under a dispatch mode; the recorder spots the wrapper that does it and
+    imports Dynamo itself, unprofiled (under the hook it took ~30 s in a fresh kernel). Run in a fresh process."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from torchlens_widgets.course import recording\n"
+        "assert recording._DYNAMO_GATE is not None, 'torch._compile._disable_dynamo changed'\n"
+        "assert 'torch._dynamo' not in sys.modules\n"
+        "rec = recording.record(lambda x: x @ x, torch.ones(2, 2))\n"
+        "assert 'torch._dynamo' in sys.modules and rec.aten, rec.aten\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch._compile  # _disable_dynamo, see _DYNAMO_GATE
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import trusted
@@ -36,6 +37,8 @@ _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 # The standard library and the installed packages (torch's imports of sympy and the like): never a learner's copy.
 # Fingerprinting every function a first `import torch._dynamo` runs took ~45 s inside a recorded call.
+# The wrapper torch's `_disable_dynamo` puts around a function (its first call imports torch._dynamo).
+_DYNAMO_GATE = getattr(torch._compile._disable_dynamo(lambda: None), "__code__", None)
 _STDLIB = tuple(dict.fromkeys(
     [os.path.dirname(os.__file__) + os.sep, *(os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix))]))
 
@@ -253,6 +256,10 @@ def record(
     def hook(frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call":
             code = frame.f_code
+            if code is _DYNAMO_GATE and "torch._dynamo" not in sys.modules:
+                # torch's first op under a dispatch mode imports Dynamo: done here, where nothing is profiled, it
+                # takes ~3 s; under this hook it took ~30 s in a fresh kernel
+                import torch._dynamo  # noqa: F401
             if code.co_flags & _RESUMABLE and frame.f_lasti != _first_resume(code):
                 return  # a generator resumed (or closed by the garbage collector), not called: whoever made it counts
             if code in codes:
@@ -283,9 +290,6 @@ def record(
         if _learner_frame(frame) and "torchinductor" not in frame.f_code.co_filename:
             rec.escapes.append(f"{event}: reaches memory through ctypes, where the dispatcher cannot see it")
 
-    if aten and "torch._dynamo" not in sys.modules:
-        # torch imports it on the first op under a dispatch mode (`_disable_dynamo`): ~3 s here, ~30 s under the hook
-        import torch._dynamo  # noqa: F401
     observer = _AtenRecorder(rec) if aten else contextlib.nullcontext()
     with observer:
         sys.setprofile(hook)

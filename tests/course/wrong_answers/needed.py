@@ -35,17 +35,22 @@ def _tree(source: str) -> ast.Module:
 
 
 def defined(source: str) -> set[str]:
-    """Names a cell binds at its top level (assignments, defs, classes, imports, loop and with targets), and the
+    """Names a cell binds in the notebook's namespace (assignments, defs, classes, imports, loop and with targets,
+    `global` writes inside its functions; not a comprehension's or a function's own locals), and the
     `torch.ops.<ns>` namespaces it registers."""
-    names: set[str] = set()
-    for node in ast.walk(_tree(source)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    try:
+        names = _globals_written(symtable.symtable(_python(source), "<cell>", "exec"), True)
+    except SyntaxError:
+        names = set()
     names.update(f"torch.ops.{a or b}" for a, b in _NAMESPACE_DEFINED.findall(source))
+    return names
+
+
+def _globals_written(table: symtable.SymbolTable, top: bool) -> set[str]:
+    names = {sym.get_name() for sym in table.get_symbols()
+             if (sym.is_assigned() or sym.is_imported()) and (top or sym.is_declared_global())}
+    for child in table.get_children():
+        names |= _globals_written(child, False)
     return names
 
 
