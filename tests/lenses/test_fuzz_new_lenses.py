@@ -4,6 +4,7 @@ lens's own error with advice, no crash, and nothing left running or on disk."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import textwrap
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from tests.fuzzing import in_subprocess, outcome
+from tests.lenses.leaks import LeakCheck, nothing_left_behind
 from torchlens_widgets.lenses import zygote
 from torchlens_widgets.lenses.build import BuildError, build_inline
 from torchlens_widgets.lenses.contract import contract_matrix
@@ -340,3 +342,87 @@ def test_a_skipped_frame_is_in_the_picture_not_only_in_the_data() -> None:
     assert "frame skipped: nothing compiled" in html and "no graph breaks" not in html  # not a clean compile
     assert "x.sum() &gt; 50" in html and "for/while loop" in html
     assert "frame _halve_in_a_loop skipped (runs eagerly, whole) at line" in text
+
+
+def test_the_leak_check_names_each_process_and_temp_file_a_case_leaves(tmp_path: Path, nothing_left: LeakCheck) -> None:
+    """The per-case rule "nothing left running or on disk" (tests/lenses/conftest.py) can fail: a child left
+    running, a detached grandchild and files in TMPDIR are each named (pid and command line, or path) and removed,
+    so the suite goes on clean; what a case cleans up, and what lasts by design, passes."""
+    import subprocess
+    import tempfile
+
+    assert nothing_left is not None and Path(tempfile.gettempdir()) == nothing_left.folder  # itself under the check
+    with pytest.raises(pytest.fail.Exception) as failed, nothing_left_behind(tmp_path / "leaky", grace=0.3) as check:
+        child = subprocess.Popen(["sleep", "765432"])
+        subprocess.run(["sh", "-c", "sleep 765433 &"], check=True)  # detached: its shell exits at once
+        fd, name = tempfile.mkstemp(prefix="leaked-")
+        os.close(fd)
+        (Path(tempfile.gettempdir()) / "scratch").mkdir()
+    message = str(failed.value)
+    assert f"process {child.pid} left running: sleep 765432" in message, message
+    assert re.search(r"process \d+ left running: sleep 765433", message), message
+    assert f"temp file left: {name}" in message and f"temp file left: {tmp_path / 'leaky' / 'scratch'}" in message
+    assert child.wait(5) == -signal.SIGKILL and list((tmp_path / "leaky").iterdir()) == [check.keep]  # Inductor's cache
+    with nothing_left_behind(tmp_path / "clean", grace=0.3):
+        done = subprocess.Popen(["sleep", "0.05"])  # exits within the grace: not a leak
+        lasting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",  # as Inductor's workers
+                                    "torch/_inductor/compile_worker/__main__.py"])
+        with tempfile.TemporaryDirectory():
+            pass
+    lasting.kill()
+    assert lasting.wait(5) == -signal.SIGKILL and done.wait(5) == 0
+
+
+def test_reading_a_project_s_metadata_leaves_nothing_in_tmpdir(tmp_path: Path, nothing_left: LeakCheck) -> None:
+    """project_metadata's subprocess once left setuptools' metadata folder (a tmpXXXX with a .dist-info) in TMPDIR
+    on every call, a broken project or not: notebook 19's checks call it once per try."""
+    from torchlens_widgets.lenses.package import PackageError, project_metadata
+
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = '
+                                             '"setuptools.build_meta"\n\n[project]\nname = "leak-op"\nversion = "1.0"\n')
+    (tmp_path / "leak_op").mkdir()
+    (tmp_path / "leak_op" / "__init__.py").write_text("")
+    assert project_metadata(tmp_path)["name"] == "leak-op"
+    (tmp_path / "setup.py").write_text("raise SystemExit('setup.py refuses')")  # the backend fails midway
+    with pytest.raises(PackageError, match="could not read"):
+        project_metadata(tmp_path)
+    assert [p for p in nothing_left.folder.iterdir() if p != nothing_left.keep] == []  # this case's own TMPDIR
+
+
+def _fake_cxx(tmp_path: Path, body: str) -> str:
+    """A stand-in for c++ (sh): `body` runs with the output path in $out (the argument after -o)."""
+    script = tmp_path / "fake-c++"
+    script.write_text("#!/bin/sh\nout=''\nwhile [ $# -gt 0 ]; do [ \"$1\" = -o ] && out=$2; shift; done\n" + body)
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_precompiling_keeps_the_compiler_s_temp_files_out_of_tmpdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    nothing_left: LeakCheck) -> None:
+    """GCC writes a cc*.s into $TMPDIR while it precompiles the lean headers (~20 s, in a detached job that outlives
+    the build that started it): it went into the caller's TMPDIR, and stayed there when the job was killed."""
+    from torchlens_widgets.lenses import precompiled as pch
+    from torchlens_widgets.lenses.build import LEAN_HEADERS
+
+    seen = tmp_path / "seen"
+    monkeypatch.setenv("CXX", _fake_cxx(tmp_path, f'echo "$TMPDIR" > {seen}\nmktemp "$TMPDIR/ccXXXXXX.s"\n'
+                                                   'echo state > "$out"\n'))  # its .s left, as by a killed GCC
+    pch.generate(tmp_path / "slot", ["-O2"], LEAN_HEADERS)
+    used = Path(seen.read_text().strip())
+    assert used.parent == tmp_path / "slot" and not used.exists() and pch.usable(tmp_path / "slot")
+    assert [p for p in nothing_left.folder.iterdir() if p != nothing_left.keep] == []  # this case's own TMPDIR
+
+
+def test_precompiling_stopped_at_its_timeout_leaves_no_compiler_running(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiler driver runs cc1plus as its child: a timeout once killed the driver alone, and cc1plus ran on."""
+    from torchlens_widgets.lenses import precompiled as pch
+    from torchlens_widgets.lenses.build import LEAN_HEADERS
+
+    monkeypatch.setenv("CXX", _fake_cxx(tmp_path, "sleep 654321 &\nwait\n"))  # a driver waiting for its compiler
+    t0 = time.monotonic()
+    with pytest.raises(pch.PrecompileError, match="ran past 1 s and was stopped"):
+        pch.generate(tmp_path / "slot", ["-O2"], LEAN_HEADERS, timeout=1)
+    assert time.monotonic() - t0 < 5 and not pch.being_made(tmp_path / "slot")
+    time.sleep(0.2)
+    assert not [p for p in zygote.descendants(os.getpid()) if "654321" in _cmd(p)], "the compiler outlived its timeout"

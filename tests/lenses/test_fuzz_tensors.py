@@ -498,6 +498,9 @@ def test_a_jagged_tensor_s_ragged_size_is_its_symbol() -> None:
     assert json.loads(json.dumps(g.to_dict()))["nodes"][leaf.id]["shape"] == [2, str(x.shape[1])]
 
 
+_ONE = torch.ones(1)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -506,7 +509,7 @@ def test_a_jagged_tensor_s_ragged_size_is_its_symbol() -> None:
         {"names": {("a",): None}},
         {"hooks": "no"},
         {"hooks": None},
-        {"params": iter(lambda: ("w", torch.ones(1)), None)},  # endless
+        {"params": iter(lambda: ("w", _ONE), None)},  # endless (one tensor: a new one per entry took 5-15 s)
     ],
     ids=["int-key", "int-name-pair", "tuple-key", "hooks-str", "hooks-none", "endless"],
 )

@@ -179,9 +179,10 @@ os.chdir(project)
 with open("pyproject.toml", "rb") as f:
     build_requires = tomllib.load(f).get("build-system", {}).get("requires", [])
 from setuptools import build_meta
-out = tempfile.mkdtemp()
-info = build_meta.prepare_metadata_for_build_wheel(out)
-meta = email.message_from_string(open(os.path.join(out, info, "METADATA")).read())
+with tempfile.TemporaryDirectory(prefix="tlw-metadata-") as out:  # removed however the backend ends
+    info = build_meta.prepare_metadata_for_build_wheel(out)
+    with open(os.path.join(out, info, "METADATA")) as f:
+        meta = email.message_from_string(f.read())
 requires = meta.get_all("Requires-Dist") or []
 python = meta.get("Requires-Python")
 

@@ -9,11 +9,14 @@ after the first lean build that had none.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -129,6 +132,22 @@ def _take_lock(folder: Path) -> bool:
     return False
 
 
+def _run_group(cmd: Sequence[str], timeout: float, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run(cmd)` in a process group of its own, killed whole when it runs past `timeout` or the caller
+    is interrupted: the compiler driver's own child (cc1plus) does the work, and killing the driver alone left it
+    running."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+
+
 def generate(folder: Path, cflags: Sequence[str], headers: Sequence[str], *, timeout: float = 600.0) -> float:
     """Make the precompiled header in `folder` now (a subprocess; ~20 s and ~0.9 GB here) and return the
     seconds it took; 0.0 when it was already there. Other processes never see a half-written file."""
@@ -140,13 +159,17 @@ def generate(folder: Path, cflags: Sequence[str], headers: Sequence[str], *, tim
         raise PrecompileError(f"another process is precompiling the lean headers in {folder}; try again in a minute")
     tmp_header = folder / f".{HEADER}.{os.getpid()}"
     tmp_gch = folder / f".{HEADER}.{os.getpid()}.gch"
+    # the compiler's own temp files (GCC writes a cc*.s while it runs, ~20 s, often after the build that started this
+    # job returned): in the slot and removed with it, never in the caller's TMPDIR, where a killed job left them
+    scratch = folder / f".tmp.{os.getpid()}"
     start = time.monotonic()
     try:
+        scratch.mkdir(exist_ok=True)
         tmp_header.write_text("// The lean headers of torchlens-widgets, precompiled once (see lenses/precompiled.py)\n"
                               + "".join(f"#include <{h}>\n" for h in headers))
         cmd = [os.environ.get("CXX", "c++"), *cflags, "-x", "c++-header", str(tmp_header), "-o", str(tmp_gch)]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+            done = _run_group(cmd, timeout, dict(os.environ, TMPDIR=str(scratch)))
         except subprocess.TimeoutExpired:
             raise PrecompileError(f"precompiling the lean headers ran past {timeout:.0f} s and was stopped") from None
         except OSError as exc:
@@ -161,6 +184,7 @@ def generate(folder: Path, cflags: Sequence[str], headers: Sequence[str], *, tim
     finally:
         for leftover in (tmp_header, tmp_gch, folder / _LOCK):
             leftover.unlink(missing_ok=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     return time.monotonic() - start
 
 

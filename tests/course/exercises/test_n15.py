@@ -255,3 +255,14 @@ def test_top_self_of_every_step_together_fails(verdict) -> None:  # type: ignore
 
     message = verdict("15-top-self", lambda c: n15.top_self(c, whole_trace))
     assert message.startswith("three steps, the middle one, top 2")
+
+
+def test_the_traces_the_checks_record_leave_nothing_in_tmpdir(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Each call exported a trace into a fresh mkdtemp folder and left it in /tmp (one per check run)."""
+    import tempfile
+
+    from torchlens_widgets.course.exercises import n15
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert n15._recorded() and n15._scheduled()
+    assert list(tmp_path.iterdir()) == []

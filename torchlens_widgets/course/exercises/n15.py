@@ -214,10 +214,11 @@ def _recorded() -> list[dict[str, Any]]:
         with record_function("outer"):
             with record_function("inner"):
                 model(torch.randn(4, 16)).relu().sum()
-    path = os.path.join(tempfile.mkdtemp(prefix="tlw-trace-"), "t.json")
-    prof.export_chrome_trace(path)
-    with open(path) as f:
-        events: list[dict[str, Any]] = json.load(f)["traceEvents"]
+    with tempfile.TemporaryDirectory(prefix="tlw-trace-") as folder:  # nothing left in /tmp
+        path = os.path.join(folder, "t.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events: list[dict[str, Any]] = json.load(f)["traceEvents"]
     return events
 
 
@@ -586,16 +587,17 @@ def _scheduled() -> list[dict[str, Any]]:
     from torch.profiler import schedule
 
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    path = os.path.join(tempfile.mkdtemp(prefix="tlw-steps-"), "t.json")
-    with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
-        for n in range(6):
-            with record_function("loss"):
-                loss = sum(model(torch.randn(2, 16)).sum() for _ in range(n + 1))
-            loss.backward()
-            prof.step()
-    with open(path) as f:
-        events: list[dict[str, Any]] = json.load(f)["traceEvents"]
+    with tempfile.TemporaryDirectory(prefix="tlw-steps-") as folder:  # nothing left in /tmp
+        path = os.path.join(folder, "t.json")
+        with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                     on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+            for n in range(6):
+                with record_function("loss"):
+                    loss = sum(model(torch.randn(2, 16)).sum() for _ in range(n + 1))
+                loss.backward()
+                prof.step()
+        with open(path) as f:
+            events: list[dict[str, Any]] = json.load(f)["traceEvents"]
     return events
 
 
