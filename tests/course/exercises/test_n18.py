@@ -37,33 +37,40 @@ def no_workers_left() -> None:
     assert _workers() == [], "a rank worker outlived the check"
 
 
-def bucket_partition(param_bytes, cap_bytes, first_cap_bytes=None):  # type: ignore[no-untyped-def]
-    buckets, current, size = [], [], 0
-    limit = cap_bytes if first_cap_bytes is None else first_cap_bytes
-    for name, nbytes in param_bytes:
-        current.append(name)
-        size += nbytes
+def bucket_partition(params, cap_bytes, first_cap_bytes=None):  # type: ignore[no-untyped-def]
+    first = cap_bytes if first_cap_bytes is None else first_cap_bytes
+    filling = {}  # dtype -> (positions in the open bucket, its bytes, its cap)
+    closed = []
+    for position, (_name, numel, dtype) in enumerate(params):
+        positions, size, limit = filling.get(dtype, ([], 0, first))
+        positions.append(position)
+        size += numel * dtype.itemsize
         if size >= limit:
-            buckets.append(current)
-            current, size, limit = [], 0, cap_bytes
-    if current:
-        buckets.append(current)
-    return buckets
+            closed.append(positions)
+            filling[dtype] = ([], 0, cap_bytes)
+        else:
+            filling[dtype] = (positions, size, limit)
+    buckets = sorted(closed + [positions for positions, _, _ in filling.values() if positions])
+    return [[params[i][0] for i in bucket] for bucket in buckets]
 
 
-def fsdp_param_bytes(shapes, world_size, itemsize):  # type: ignore[no-untyped-def]
-    held = [0] * world_size
-    for shape in shapes:
-        rows, row_elements = shape[0], math.prod(shape[1:])
-        chunk = -(-rows // world_size)
-        for rank in range(world_size):
-            held[rank] += max(0, min(chunk, rows - rank * chunk)) * row_elements * itemsize
-    return held
+def fsdp_peak_bytes(layers, world_size, itemsize):  # type: ignore[no-untyped-def]
+    shards, largest = 0, 0
+    for layer in layers:
+        gathered = 0
+        for shape in layer:
+            nbytes = -(-shape[0] // world_size) * math.prod(shape[1:]) * itemsize
+            shards += nbytes
+            gathered += world_size * nbytes
+        largest = max(largest, gathered)
+    return [shards + largest] * world_size
 
 
-HIDDEN_BUCKETS = ["exactly at the cap", "a first cap larger than everything", "no parameters",
-                  "23 parameters, a small first cap", "one parameter, the default caps"]
-HIDDEN_FSDP = ["3 ranks, float64", "fewer rows than ranks", "one rank", "4 ranks, mixed"]
+HIDDEN_BUCKETS = ["float16, exactly at the cap", "a float64 parameter larger than both caps",
+                  "23 parameters, three dtypes, a small first cap", "no parameters", "one parameter, the default caps",
+                  "section 2's MLP, float32, cap 5242", "bfloat16 and float16 alternating, cap 400"]
+HIDDEN_FSDP = ["4 ranks, fewer rows than ranks", "the largest layer last, 3 ranks, float64", "one rank",
+               "padding changes which layer is largest, 4 ranks", "a 3-d weight and a one-row layer, 2 ranks"]
 
 
 def test_plain_python_references_pass_visible_and_hidden_cases(verdict) -> None:  # type: ignore[no-untyped-def]
@@ -71,12 +78,54 @@ def test_plain_python_references_pass_visible_and_hidden_cases(verdict) -> None:
         n18.bucket_partition(c, bucket_partition),
         n18.bucket_partition(c, bucket_partition, hidden=HIDDEN_BUCKETS))) is None
     assert verdict("18-fsdp-memory", lambda c: (
-        n18.fsdp_memory(c, fsdp_param_bytes), n18.fsdp_memory(c, fsdp_param_bytes, hidden=HIDDEN_FSDP))) is None
+        n18.fsdp_memory(c, fsdp_peak_bytes), n18.fsdp_memory(c, fsdp_peak_bytes, hidden=HIDDEN_FSDP))) is None
+
+
+def test_the_bucket_cases_separate_dtype_rules() -> None:
+    """Plausible generalisations of the one-dtype rule are wrong on some case: one open bucket for all dtypes, buckets
+    keyed by itemsize; and the reference's buckets are DDP's whether or not DDP is given the ready order."""
+    def expected(name):  # type: ignore[no-untyped-def]
+        params, cap, first = n18.BUCKET_CASES[name]
+        return n18._buckets_expected(params, cap, first)
+
+    def walk(params, cap, first, key):  # type: ignore[no-untyped-def]
+        first = cap if first is None else first
+        filling, closed = {}, []
+        for position, (_n, numel, dtype) in enumerate(params):
+            k = key(position, dtype)
+            positions, size, limit = filling.get(k, ([], 0, first))
+            positions.append(position)
+            size += numel * dtype.itemsize
+            if size >= limit:
+                closed.append(positions)
+                filling[k] = ([], 0, cap)
+            else:
+                filling[k] = (positions, size, limit)
+        buckets = sorted(closed + [p for p, _, _ in filling.values() if p])
+        return [[params[i][0] for i in b] for b in buckets]
+
+    by_itemsize = {name: walk(*n18.BUCKET_CASES[name], key=lambda i, d: d.itemsize) for name in n18.BUCKET_CASES}
+    one_bucket = {name: walk(*n18.BUCKET_CASES[name], key=lambda i, d: 0) for name in n18.BUCKET_CASES}
+    assert any(by_itemsize[n] != expected(n) for n in n18.BUCKET_CASES)
+    assert one_bucket["a bfloat16 block with float32 norms, cap 2000"] != expected(
+        "a bfloat16 block with float32 norms, cap 2000")
+    # the reference agrees with DDP's function when DDP is given the ready order too, bucket for bucket (in any order)
+    import torch.distributed as dist
+
+    for name, (params, cap, first) in n18.BUCKET_CASES.items():
+        if not params:
+            continue
+        tensors = [torch.empty(n, dtype=d) for _, n, d in params]
+        caps = [cap if first is None else first, cap]
+        indices, _ = dist._compute_bucket_assignment_by_size(tensors, caps, [False] * len(tensors),
+                                                             list(range(len(tensors))))
+        assert sorted(indices) == sorted(sorted(b) for b in indices)
+        assert sorted([params[i][0] for i in b] for b in indices) == sorted(expected(name))
 
 
 def test_a_hidden_bucket_failure_names_its_number_only(verdict) -> None:  # type: ignore[no-untyped-def]
-    def above_the_cap(param_bytes, cap_bytes, first_cap_bytes=None):  # type: ignore[no-untyped-def]
-        return bucket_partition(param_bytes, cap_bytes + 1, None if first_cap_bytes is None else first_cap_bytes + 1)
+    def above_the_cap(params, cap_bytes, first_cap_bytes=None):  # type: ignore[no-untyped-def]
+        return bucket_partition(params, cap_bytes + 1, None if first_cap_bytes is None else first_cap_bytes + 1)
 
     assert verdict("18-predict-buckets", lambda c: n18.bucket_partition(c, above_the_cap)) is None
     message = verdict("18-predict-buckets", lambda c: n18.bucket_partition(c, above_the_cap, hidden=HIDDEN_BUCKETS))
@@ -86,25 +135,42 @@ def test_a_hidden_bucket_failure_names_its_number_only(verdict) -> None:  # type
 
 
 def test_a_hidden_fsdp_failure_prints_neither_the_call_nor_the_expected_bytes(verdict) -> None:  # type: ignore[no-untyped-def]
-    def array_split(shapes, world_size, itemsize):  # type: ignore[no-untyped-def]
+    def unpadded(layers, world_size, itemsize):  # type: ignore[no-untyped-def]
         held = [0] * world_size
-        for shape in shapes:
-            rows, rest = shape[0], math.prod(shape[1:])
-            for rank in range(world_size):
-                held[rank] += (rows // world_size + (rank < rows % world_size)) * rest * itemsize
-        return held
+        largest = max(sum(math.prod(s) for s in layer) for layer in layers) * itemsize
+        for layer in layers:
+            for shape in layer:
+                chunk = -(-shape[0] // world_size)
+                for rank in range(world_size):
+                    held[rank] += max(0, min(chunk, shape[0] - rank * chunk)) * math.prod(shape[1:]) * itemsize
+        return [h + largest for h in held]
 
-    message = verdict("18-fsdp-memory", lambda c: n18.fsdp_memory(c, array_split))
-    assert message.startswith("fsdp_param_bytes([(5, 8), (5,)], world_size=4, itemsize=2)")
-    message = verdict("18-fsdp-memory", lambda c: n18.fsdp_memory(c, array_split, hidden=HIDDEN_FSDP))
+    message = verdict("18-fsdp-memory", lambda c: n18.fsdp_memory(c, unpadded))
+    assert message.startswith("fsdp_peak_bytes([[(32, 16), (32,)], [(32, 32), (32,)], [(3, 32), (3,)]], "
+                              "world_size=2, itemsize=4)[1]: expected 7688")   # rank 1 holds 1 row of 3, padded to 2
+    passes_visible = fsdp_peak_bytes
+
+    def no_padding_for_one_rank_only(layers, world_size, itemsize):  # type: ignore[no-untyped-def]
+        return unpadded(layers, world_size, itemsize) if world_size == 4 else passes_visible(layers, world_size,
+                                                                                                 itemsize)
+
+    message = verdict("18-fsdp-memory", lambda c: n18.fsdp_memory(c, no_padding_for_one_rank_only,
+                                                                   hidden=HIDDEN_FSDP))
     first = message.split("\n")[0]
-    assert first.startswith("hidden case 1") and "fsdp_param_bytes(" not in first and "expected" not in first
+    assert first.startswith("hidden case 1") and "fsdp_peak_bytes(" not in first and "expected" not in first
+
+
+def test_the_fsdp_measurement_frees_each_layer_after_its_forward() -> None:
+    """FSDP2 gathers one layer at a time in forward, padded, and frees it after (reshard_after_forward=True)."""
+    samples = n18._fsdp_forward_samples((((3, 32), (3,)), ((5, 4),)), 2, 1, torch.float32)
+    assert samples == [("before layer 0", 312, 528), ("after layer 0", 312, 0),
+                       ("before layer 1", 312, 96), ("after layer 1", 312, 0)]
 
 
 def test_an_answer_that_reads_the_checks_frame_finds_no_expected_value(verdict) -> None:  # type: ignore[no-untyped-def]
     import sys
 
-    def from_the_frame(param_bytes, cap_bytes, first_cap_bytes=None):  # type: ignore[no-untyped-def]
+    def from_the_frame(params, cap_bytes, first_cap_bytes=None):  # type: ignore[no-untyped-def]
         frame = sys._getframe(1)
         while frame is not None:
             for value in frame.f_locals.values():
@@ -114,7 +180,7 @@ def test_an_answer_that_reads_the_checks_frame_finds_no_expected_value(verdict) 
         return None
 
     message = verdict("18-predict-buckets", lambda c: n18.bucket_partition(c, from_the_frame))
-    assert message is not None and "bucket_partition(8 parameters, cap_bytes=1048" in message
+    assert message is not None and "bucket_partition(the 10 parameters" in message
 
 
 def test_integer_subclasses_are_refused(verdict) -> None:  # type: ignore[no-untyped-def]
@@ -125,7 +191,7 @@ def test_integer_subclasses_are_refused(verdict) -> None:  # type: ignore[no-unt
         __hash__ = int.__hash__
 
     message = verdict("18-fsdp-memory", lambda c: n18.fsdp_memory(
-        c, lambda shapes, world_size, itemsize: [Loose(0)] * world_size))
+        c, lambda layers, world_size, itemsize: [Loose(0)] * world_size))
     assert "expected a number, got an object of type Loose" in message
 
 

@@ -13,29 +13,55 @@ def _sync(body: str) -> str:
 
 
 def _buckets(body: str) -> str:
-    return f"def bucket_partition(param_bytes, cap_bytes, first_cap_bytes=None):\n{body}\n"
+    return f"def bucket_partition(params, cap_bytes, first_cap_bytes=None):\n{body}\n"
 
 
 def _fsdp(body: str) -> str:
-    return f"import math\n\n\ndef fsdp_param_bytes(shapes, world_size, itemsize):\n{body}\n"
+    return f"import math\n\n\ndef fsdp_peak_bytes(layers, world_size, itemsize):\n{body}\n"
 
 
 _ONCE = "each should go through all_reduce exactly once per backward"
-_WALK = """    buckets, current, size = [], [], 0
-    limit = cap_bytes if first_cap_bytes is None else first_cap_bytes
-    for name, nbytes in param_bytes:
-        current.append(name)
-        size += nbytes
+# the reference's walk with one part changed: `key` picks a gradient's open bucket, `size` its bytes, `cmp` closes it,
+# `next_cap` is the cap of the bucket opened after one closes, `first_of` the cap of a key's first bucket
+_WALK = """    first = cap_bytes if first_cap_bytes is None else first_cap_bytes
+    filling, closed, keys = {{}}, [], []
+    for position, (_name, numel, dtype) in enumerate(params):
+        key = {key}
+        if key not in keys:
+            keys.append(key)
+        positions, size, limit = filling.get(key, ([], 0, {first_of}))
+        positions.append(position)
+        size += {size}
         if size {cmp} limit:
-            buckets.append(current)
-            current, size, limit = [], 0, {next_limit}
-    if current:
-        buckets.append(current)
-    return buckets"""
+            closed.append(positions)
+            filling[key] = ([], 0, {next_cap})
+        else:
+            filling[key] = (positions, size, limit)
+    buckets = sorted(closed + [positions for positions, _, _ in filling.values() if positions])
+    return [[params[i][0] for i in bucket] for bucket in buckets]"""
 
 
-def _walk(cmp: str = ">=", next_limit: str = "cap_bytes", prelude: str = "") -> str:
-    return _buckets(prelude + _WALK.format(cmp=cmp, next_limit=next_limit))
+def _walk(key: str = "dtype", size: str = "numel * dtype.itemsize", cmp: str = ">=", next_cap: str = "cap_bytes",
+          first_of: str = "first") -> str:
+    return _buckets(_WALK.format(key=key, size=size, cmp=cmp, next_cap=next_cap, first_of=first_of))
+
+
+# the reference's sum with one part changed: `rows` per rank, what a layer's all-gather adds, how layers combine
+_PEAK = """    shards, gathered_all = 0, []
+    for layer in layers:
+        gathered = 0
+        for shape in layer:
+            rows = {rows}
+            nbytes = rows * math.prod(shape[1:]) * itemsize
+            shards += nbytes
+            gathered += {gathered}
+        gathered_all.append(gathered)
+    return [{total}] * world_size"""
+
+
+def _peak(rows: str = "-(-shape[0] // world_size)", gathered: str = "world_size * nbytes",
+          total: str = "shards + max(gathered_all)") -> str:
+    return _fsdp(_PEAK.format(rows=rows, gathered=gathered, total=total))
 
 
 WRONG = {
@@ -100,31 +126,35 @@ WRONG = {
               gaming=True),
     ],
     "18-predict-buckets": [
-        Wrong("one bucket per parameter", _buckets("    return [[name] for name, _ in param_bytes]"),
-              "cap_bytes=1048"),
-        Wrong("never lets a bucket pass the cap", _buckets("""    buckets, current, size = [], [], 0
-    limit = cap_bytes if first_cap_bytes is None else first_cap_bytes
-    for name, nbytes in param_bytes:
-        if current and size + nbytes > limit:
+        Wrong("closes the open bucket whenever the dtype changes", _buckets("""    first = cap_bytes if first_cap_bytes is None else first_cap_bytes
+    buckets, current, size, limit, last = [], [], 0, first, None
+    for name, numel, dtype in params:
+        if current and dtype != last:
             buckets.append(current)
             current, size, limit = [], 0, cap_bytes
         current.append(name)
-        size += nbytes
+        size += numel * dtype.itemsize
+        last = dtype
+        if size >= limit:
+            buckets.append(current)
+            current, size, limit = [], 0, cap_bytes
     if current:
         buckets.append(current)
-    return buckets"""), "cap_bytes=1048"),
+    return buckets"""), "cap_bytes=2000, first_cap_bytes=None): expected 5 entries, got 7"),
+        Wrong("one open bucket for every dtype (section 2's rule as it stands)", _walk(key="0"),
+              "cap_bytes=2000, first_cap_bytes=None): expected 5 entries, got 4"),
+        Wrong("counts elements, not bytes", _walk(size="numel"),
+              "cap_bytes=2000, first_cap_bytes=None): expected 5 entries, got 3"),
+        Wrong("the first cap for the model's first bucket only, not each dtype's", _walk(
+            first_of="first if not closed and len(keys) == 1 else cap_bytes"), "first_cap_bytes=600): expected 7 entries, got 6"),
+        Wrong("one bucket per itemsize (bfloat16 and float16 together)", _walk(key="dtype.itemsize"),
+              "hidden case 7: the partition is not right"),
         Wrong("closes a bucket only above the cap", _walk(cmp=">"), "hidden case 1: the partition is not right"),
-        Wrong("ignores the first bucket's cap", _walk(prelude="    first_cap_bytes = None\n"),
-              "first_cap_bytes=400"),
-        Wrong("reverses the order (as if it were registration order)",
-              _walk(prelude="    param_bytes = param_bytes[::-1]\n"), "cap_bytes=1048"),
-        Wrong("the first cap for every bucket", _walk(next_limit="limit"), "first_cap_bytes=400"),
-        Wrong("the visible answers, written out", _buckets("""    names = [n for n, _ in param_bytes]
-    if cap_bytes == 1048:
-        return [names[:4], names[4:6], names[6:]]
-    if cap_bytes == 5242:
-        return [names[:6], names[6:]]
-    return [names[:2], names[2:4], names[4:]]"""), "hidden case 1: the partition is not right", gaming=True),
+        Wrong("the visible answers, written out", _buckets("""    names = [p[0] for p in params]
+    if first_cap_bytes is None:
+        return [names[0:1] + names[3:4], names[1:3] + names[5:7], names[4:5], names[7:9], names[9:]]
+    return [names[0:1], names[1:3] + names[5:6], names[3:4], names[4:5], names[6:7], names[7:9], names[9:]]"""),
+              "hidden case 1: the partition is not right", gaming=True),
         Wrong("reads the expected partition from the check's frame",
               "import sys\n\n\n" + _buckets("""    frame = sys._getframe(1)
     while frame is not None:
@@ -132,55 +162,53 @@ WRONG = {
             if name in frame.f_locals:
                 return frame.f_locals[name]
         frame = frame.f_back
-    return []"""), "bucket_partition(8 parameters, cap_bytes=1048", gaming=True),
-        Wrong("asks DDP's own C++ function", _buckets("""    tensors = [torch.empty(b, dtype=torch.uint8) for _, b in param_bytes]
+    return []"""), "bucket_partition(the 10 parameters", gaming=True),
+        Wrong("asks DDP's own C++ function", _buckets("""    tensors = [torch.empty(n, dtype=d) for _, n, d in params]
     first = cap_bytes if first_cap_bytes is None else first_cap_bytes
-    idx, _ = torch.distributed._compute_bucket_assignment_by_size(
-        tensors, [first, cap_bytes], [False] * len(tensors), list(range(len(tensors))))
-    return [[param_bytes[i][0] for i in b] for b in idx]"""), "ran aten.", gaming=True),
+    idx, _ = torch.distributed._compute_bucket_assignment_by_size(tensors, [first, cap_bytes], [False] * len(tensors))
+    return [[params[i][0] for i in b] for b in idx]"""), "ran aten.", gaming=True),
     ],
     "18-fsdp-memory": [
-        Wrong("even split, remainder to the first ranks (array_split)", _fsdp("""    held = [0] * world_size
-    for shape in shapes:
-        rows, rest = shape[0], math.prod(shape[1:])
-        for rank in range(world_size):
-            mine = rows // world_size + (1 if rank < rows % world_size else 0)
-            held[rank] += mine * rest * itemsize
-    return held"""), "world_size=4"),
-        Wrong("floor division, the remainder dropped", _fsdp("""    return [sum(s[0] // world_size * math.prod(s[1:]) * itemsize for s in shapes)
-            for _ in range(world_size)]"""), "world_size=2"),
-        Wrong("ignores the world size", _fsdp("""    return [sum(math.prod(s) * itemsize for s in shapes) for _ in range(world_size)]"""),
-              "world_size=2"),
-        Wrong("the full parameter divided by the world size", _fsdp(
-            """    return [sum(math.prod(s) * itemsize for s in shapes) / world_size for _ in range(world_size)]"""),
-              "world_size=2"),
-        Wrong("counts the padding", _fsdp("""    return [sum(-(-s[0] // world_size) * math.prod(s[1:]) * itemsize for s in shapes)
-            for _ in range(world_size)]"""), "world_size=2"),
-        Wrong("four bytes per element, always", _fsdp("""    held = [0] * world_size
-    for shape in shapes:
-        chunk = -(-shape[0] // world_size)
-        for rank in range(world_size):
-            held[rank] += max(0, min(chunk, shape[0] - rank * chunk)) * math.prod(shape[1:]) * 4
-    return held"""), "itemsize=2"),
-        Wrong("shards with FSDP itself, over a fake process group", _fsdp("""    from torch.distributed.device_mesh import init_device_mesh
+        Wrong("the whole model on every rank, as DDP", _peak(rows="shape[0]", gathered="0"), "world_size=2, itemsize=4)"),
+        Wrong("the shards only, nothing gathered", _peak(gathered="0"), "world_size=2, itemsize=4)"),
+        Wrong("the padding not counted (local shapes, exact all-gathers)", _fsdp("""    held = [0] * world_size
+    largest = 0
+    for layer in layers:
+        largest = max(largest, sum(math.prod(s) for s in layer) * itemsize)
+        for shape in layer:
+            chunk = -(-shape[0] // world_size)
+            for rank in range(world_size):
+                held[rank] += max(0, min(chunk, shape[0] - rank * chunk)) * math.prod(shape[1:]) * itemsize
+    return [h + largest for h in held]"""), "world_size=2, itemsize=4)[1]"),
+        Wrong("every layer kept gathered (as reshard_after_forward=False)", _peak(total="shards + sum(gathered_all)"),
+              "world_size=2, itemsize=4)"),
+        Wrong("the two largest layers gathered at once (backward's prefetch)",
+              _peak(total="shards + sum(sorted(gathered_all)[-2:])"), "world_size=2, itemsize=4)"),
+        Wrong("the first layer gathered, not the largest", _peak(total="shards + gathered_all[0]"),
+              "world_size=2, itemsize=4)"),
+        Wrong("the full model divided by 2", _fsdp("""    full = sum(math.prod(s) for layer in layers for s in layer) * itemsize
+    return [full // 2 + max(sum(math.prod(s) for s in layer) for layer in layers) * itemsize] * world_size"""),
+              "world_size=2, itemsize=4)"),
+        Wrong("the visible answers, written out", _fsdp("""    return [7688] * 2 if world_size == 2 else [162] * 3"""),
+              "hidden case 1: the list of peak bytes per rank is not right", gaming=True),
+        Wrong("right on 2 and 3 ranks, padding forgotten elsewhere", _fsdp("""    rows = (lambda n: -(-n // world_size)) if world_size in (2, 3) else (lambda n: n / world_size)
+    shards = sum(rows(s[0]) * math.prod(s[1:]) * itemsize for layer in layers for s in layer)
+    largest = max(sum(world_size * rows(s[0]) * math.prod(s[1:]) * itemsize for s in layer) for layer in layers)
+    return [int(shards + largest)] * world_size"""), "hidden case 1: the list of peak bytes per rank is not right",
+              gaming=True),
+        Wrong("measures FSDP itself, over a fake process group", _fsdp("""    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.testing._internal.distributed.fake_pg import FakeStore
     dtype = {2: torch.bfloat16, 4: torch.float32, 8: torch.float64}[itemsize]
-    held = []
-    for rank in range(world_size):
-        torch.distributed.init_process_group("fake", rank=rank, world_size=world_size, store=FakeStore())
-        try:
-            m = torch.nn.Module()
-            m.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(s, dtype=dtype)) for s in shapes])
-            fully_shard(m, mesh=init_device_mesh("cpu", (world_size,)))
-            held.append(sum(p.to_local().nbytes for p in m.parameters()))
-        finally:
-            torch.distributed.destroy_process_group()
-    return held"""), "ran aten.", gaming=True),
-        Wrong("the visible answers, written out", _fsdp("""    if world_size == 2:
-        return [(16 * 16 + 16 + 2 * 32 + 2) * 4, (16 * 16 + 16 + 32 + 1) * 4]
-    return [2 * 8 * 2 + 4, 2 * 8 * 2 + 4, 8 * 2 + 2, 0]"""), "hidden case 1: the list of bytes per rank is not right",
-              gaming=True),
+    torch.distributed.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
+    try:
+        m = torch.nn.Module()
+        m.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(s, dtype=dtype)) for l in layers for s in l])
+        fully_shard(m, mesh=init_device_mesh("cpu", (world_size,)))
+        held = sum(p.to_local().untyped_storage().nbytes() for p in m.parameters())
+    finally:
+        torch.distributed.destroy_process_group()
+    return [held] * world_size"""), "ran aten.", gaming=True),
         Wrong("reads the expected bytes from the check's frame", _fsdp("""    import sys
     frame = sys._getframe(1)
     while frame is not None:
@@ -188,7 +216,7 @@ WRONG = {
             if name in frame.f_locals:
                 return frame.f_locals[name]
         frame = frame.f_back
-    return [0] * world_size"""), "world_size=2, itemsize=4", gaming=True),
+    return [0] * world_size"""), "world_size=2, itemsize=4)", gaming=True),
     ],
 }
 

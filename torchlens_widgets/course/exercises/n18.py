@@ -1,5 +1,6 @@
-"""Notebook 18 (DDP and FSDP): data parallelism by hand with gradient hooks, DDP's bucket rule, FSDP2's shard
-bytes per rank, and bucketed all-reduces overlapped with backward by hand.
+"""Notebook 18 (DDP and FSDP): data parallelism by hand with gradient hooks, DDP's buckets in a model of mixed
+dtypes (against DDP's own C++ function), a rank's peak parameter storage in an FSDP2 forward (measured on FSDP2 over
+the fake backend, in this process), and bucketed all-reduces overlapped with backward by hand.
 
 Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
 again with `hidden=...` (see `exercises.__init__`). `hand_dp` runs the learner's function on real ranks (fresh
@@ -242,76 +243,97 @@ def hand_dp(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
 # --- 18-predict-buckets -----------------------------------------------------------------------------------------
 
 BUCKET_HINTS = (
-    "walk the gradients in the order given; when does DDP close a bucket, and how large can a bucket get "
-    "(section 2)?",
-    "compare a bucket with its cap after adding a gradient to it, not before; and what becomes of a bucket still "
-    "open when the gradients run out?",
-    "replay section 2's 5242-byte run by hand: which gradient closed the first bucket, and which cap do the buckets "
-    "after the first one use?",
+    "a gradient's bytes are its numel times its dtype's itemsize; section 2 says when a bucket closes, and the cell "
+    "after it shows what DDP did with a float64 gradient between two float32 ones: is that one bucket per run of "
+    "equal dtypes, or something else?",
+    "try dist._compute_bucket_assignment_by_size in a scratch cell (section 2 shows the call) on two dtypes "
+    "interleaved, with small caps: does a float32 gradient close an open bfloat16 bucket? Which bucket, or buckets, "
+    "does the first cap apply to?",
+    "each dtype fills buckets of its own as if the others were not there, each with the caps in the same sequence "
+    "(first cap, then cap); at the end, list every bucket by the position of its first gradient",
 )
-_MLP = (("6.bias", 16), ("6.weight", 512), ("4.bias", 128), ("4.weight", 4096), ("2.bias", 128), ("2.weight", 4096),
-        ("0.bias", 128), ("0.weight", 2048))
-# (param_bytes, cap_bytes, first_cap_bytes) by name
+_F32, _BF16, _F16, _F64 = torch.float32, torch.bfloat16, torch.float16, torch.float64
+_BLOCK = (("head.weight", 512, _BF16), ("norm2.bias", 64, _F32), ("norm2.weight", 64, _F32),
+          ("mlp.down", 1024, _BF16), ("mlp.up", 1024, _BF16), ("norm1.bias", 64, _F32), ("norm1.weight", 64, _F32),
+          ("attn.out", 256, _BF16), ("attn.qkv", 768, _BF16), ("embed", 2048, _BF16))
+_MLP = (("6.bias", 4), ("6.weight", 128), ("4.bias", 32), ("4.weight", 1024), ("2.bias", 32), ("2.weight", 1024),
+        ("0.bias", 32), ("0.weight", 512))
+# (parameters as (name, numel, dtype) in ready order, cap_bytes, first_cap_bytes) by name
 BUCKET_CASES = MappingProxyType({
-    "the MLP, cap 1048": (_MLP, 1048, None),
-    "the MLP, cap 5242": (_MLP, 5242, None),
-    "five parameters, first cap 400": ((("head", 300), ("norm", 200), ("mlp", 900), ("attn", 700), ("embed", 400)),
-                                       1000, 400),
-    "exactly at the cap": ((("a", 500), ("b", 500), ("c", 500), ("d", 499), ("e", 2)), 1000, None),
-    "a first cap larger than everything": ((("big", 5000), ("x", 10), ("y", 10), ("huge", 9000)), 1000, 20000),
+    "a bfloat16 block with float32 norms, cap 2000": (_BLOCK, 2000, None),
+    "the same block, cap 2000, first cap 600": (_BLOCK, 2000, 600),
+    "float16, exactly at the cap": ((("a", 250, _F16), ("b", 250, _F16), ("c", 250, _F16), ("d", 249, _F16),
+                                     ("e", 1, _F16)), 1000, None),
+    "a float64 parameter larger than both caps": ((("x", 10, _F32), ("huge", 5000, _F64), ("y", 10, _F32),
+                                                   ("z", 300, _F64)), 1000, 400),
+    "23 parameters, three dtypes, a small first cap": (
+        tuple((f"p{i}", 10 * (i % 5 + 1), (_F32, _BF16, _F64)[i % 3]) for i in range(23)), 300, 100),
     "no parameters": ((), 1000, None),
-    "23 parameters, a small first cap": (tuple((f"p{i}", 40 * (i % 5 + 1)) for i in range(23)), 300, 100),
-    "one parameter, the default caps": ((("only", 12),), 25 * 2**20, 2**20),
+    "one parameter, the default caps": ((("only", 3, _F32),), 25 * 2**20, 2**20),
+    "section 2's MLP, float32, cap 5242": (tuple((n, k, _F32) for n, k in _MLP), 5242, None),
+    "bfloat16 and float16 alternating, cap 400": ((("a", 100, _BF16), ("b", 100, _F16), ("c", 100, _BF16),
+                                                   ("d", 100, _F16)), 400, None),
 })
-BUCKET_VISIBLE = ("the MLP, cap 1048", "the MLP, cap 5242", "five parameters, first cap 400")
+BUCKET_VISIBLE = ("a bfloat16 block with float32 norms, cap 2000", "the same block, cap 2000, first cap 600")
 
 
-def _buckets_expected(param_bytes: tuple[tuple[str, int], ...], cap_bytes: int,
+def _buckets_expected(params: tuple[tuple[str, int, torch.dtype], ...], cap_bytes: int,
                       first_cap_bytes: int | None) -> list[list[str]]:
-    """DDP's own C++ rule (torch.distributed._compute_bucket_assignment_by_size, captured at import)."""
-    if not param_bytes:
+    """DDP's own C++ rule (torch.distributed._compute_bucket_assignment_by_size, captured at import). Called without
+    the ready order as tensor_indices it lists the buckets by their first tensor (with it, DDP's rebuild lists them
+    in the order they closed, then the ones left open in an order of its hash map's)."""
+    if not params:
         return []
-    tensors = [torch.empty(b, dtype=torch.uint8) for _, b in param_bytes]
+    tensors = [torch.empty(n, dtype=d) for _, n, d in params]
     first = cap_bytes if first_cap_bytes is None else first_cap_bytes
-    indices, _ = _BUCKETS_BY_SIZE(tensors, [first, cap_bytes], [False] * len(tensors), list(range(len(tensors))))
-    return [[param_bytes[i][0] for i in bucket] for bucket in indices]
+    indices, _ = _BUCKETS_BY_SIZE(tensors, [first, cap_bytes], [False] * len(tensors))
+    return [[params[i][0] for i in bucket] for bucket in indices]
 
 
 def bucket_partition(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
-    """`bucket_partition(param_bytes, cap_bytes, first_cap_bytes=None)`: the buckets DDP rebuilds, as lists of names,
-    plain Python (no aten op); hidden cases are named parameter lists and caps."""
+    """`bucket_partition(params, cap_bytes, first_cap_bytes=None)`: the buckets DDP builds from `(name, numel, dtype)`
+    triples in ready order, mixed dtypes, as lists of names, listed by their first gradient; plain Python (no aten
+    op), against DDP's own C++ function; hidden cases are named parameter lists and caps."""
     mine = c.watch(answer, "bucket_partition", allow_aten=set(), hint=BUCKET_HINTS)
 
     def describe(name: str) -> str:
         params, cap, first = BUCKET_CASES[name]
-        return f"bucket_partition({len(params)} parameters, cap_bytes={cap}, first_cap_bytes={first})"
+        return f"bucket_partition(the {len(params)} parameters above, cap_bytes={cap}, first_cap_bytes={first})"
 
     for label, name in named(hidden, BUCKET_VISIBLE, describe):
         params, cap, first = BUCKET_CASES[name]
-        got = mine([tuple(p) for p in params], cap, first)  # before the expected value exists: nothing to read
+        with errors_by_type(c, label, hidden is not None):
+            got = mine([tuple(p) for p in params], cap, first)  # before the expected value exists: nothing to read
         _same(c, got, _buckets_expected(params, cap, first), label, hidden is not None, "the partition", BUCKET_HINTS)
 
 
 # --- 18-fsdp-memory -----------------------------------------------------------------------------------------------
 
 FSDP_HINTS = (
-    "FSDP2 splits dim 0 only, like torch.chunk; how many rows does each rank get when dim 0 does not divide evenly "
-    "(section 4)?",
-    "the other dimensions are never split, padding is not counted, and itemsize turns elements into bytes",
-    "section 4 printed 4.weight's local shapes for 3 rows on 2 and on 4 ranks: from those two, how many rows does "
-    "rank r hold when dim 0 has n of them?",
+    "at the forward's peak a rank holds two kinds of parameter storage: its shards of every layer, all the time, and "
+    "the full parameters of whichever layer is running: which layer gives the peak, and is any other layer still "
+    "gathered then?",
+    "a shard's storage is padded: every rank holds storage for ceil(rows / world_size) rows of every parameter, even "
+    "when its local shape has fewer rows (section 4, 4.weight on 4 ranks); a layer's full parameters come from an "
+    "all-gather of world_size such padded shards",
+    "check your sizes against section 4's printouts: 4.weight's storage on 4 ranks, and the bytes each all-gather "
+    "filled (layer 4 held 4 rows there, not 3); with reshard_after_forward=True a layer is freed before the next one "
+    "is gathered",
 )
 _DTYPES = MappingProxyType({2: torch.bfloat16, 4: torch.float32, 8: torch.float64})
-# (shapes, world_size, itemsize) by name
+# (layers: a tuple of parameter shapes per fully_shard-ed layer, world_size, itemsize) by name
 FSDP_CASES = MappingProxyType({
-    "notebook 18's MLP on 2 ranks": (((32, 16), (32,), (3, 32), (3,)), 2, 4),
-    "5 rows on 4 ranks, bfloat16": (((5, 8), (5,)), 4, 2),
-    "3 ranks, float64": (((4, 3), (7,), (6, 2, 2)), 3, 8),
-    "fewer rows than ranks": (((1, 10), (2,)), 4, 4),
-    "one rank": (((9, 9),), 1, 2),
-    "4 ranks, mixed": (((10, 4), (8,), (3, 5)), 4, 4),
+    "section 4's MLP 16 -> 32 -> 32 -> 3 on 2 ranks, float32":
+        ((((32, 16), (32,)), ((32, 32), (32,)), ((3, 32), (3,))), 2, 4),
+    "two layers on 3 ranks, uneven rows, bfloat16": ((((5, 8), (5,)), ((7, 3),)), 3, 2),
+    "4 ranks, fewer rows than ranks": ((((2, 6), (2,)), ((3, 3),)), 4, 4),
+    "the largest layer last, 3 ranks, float64": ((((4, 2),), ((6, 6), (6,)), ((10, 10),)), 3, 8),
+    "one rank": ((((9, 9),), ((3,),)), 1, 2),
+    "padding changes which layer is largest, 4 ranks": ((((8, 9),), ((5, 14),)), 4, 4),
+    "a 3-d weight and a one-row layer, 2 ranks": ((((5, 2, 3), (5,)), ((1, 4),)), 2, 4),
 })
-FSDP_VISIBLE = ("notebook 18's MLP on 2 ranks", "5 rows on 4 ranks, bfloat16")
+FSDP_VISIBLE = ("section 4's MLP 16 -> 32 -> 32 -> 3 on 2 ranks, float32",
+                "two layers on 3 ranks, uneven rows, bfloat16")
 
 
 def _same(c: Check, got: Any, expected: Any, label: str, hidden: bool, what: str, hint: tuple[str, ...]) -> None:
@@ -330,9 +352,9 @@ def _torch_made(f: Any) -> bool:
     return code is not None and code.co_filename.startswith(_TORCH_DIR)
 
 
-def _fsdp_tools() -> tuple[Any, Any, Any, str | None]:
-    """fully_shard, init_device_mesh and FakeStore, imported here (importing FSDP costs seconds, so not at package
-    import), and whether one of torch's functions the check relies on was replaced in this kernel."""
+def _fsdp_tools() -> tuple[Any, Any, Any, Any, str | None]:
+    """fully_shard, init_device_mesh, FakeStore and DTensor, imported here (importing FSDP costs seconds, so not at
+    package import), and whether one of torch's functions the check relies on was replaced in this kernel."""
     import torch.distributed.device_mesh as device_mesh
     import torch.distributed.fsdp as fsdp
     from torch.distributed.tensor import DTensor
@@ -343,44 +365,87 @@ def _fsdp_tools() -> tuple[Any, Any, Any, str | None]:
     changed = None if all(_torch_made(p) for p in parts) else (
         "torch.distributed (fully_shard, init_device_mesh, a process group's set-up or DTensor.to_local) was changed "
         "in this kernel")
-    return fsdp.fully_shard, device_mesh.init_device_mesh, FakeStore, changed
+    return fsdp.fully_shard, device_mesh.init_device_mesh, FakeStore, DTensor, changed
 
 
-def _fsdp_expected(shapes: tuple[tuple[int, ...], ...], world_size: int, itemsize: int) -> list[int]:
-    """Each rank's sum of p.to_local().nbytes after fully_shard, over a fake process group in this process."""
-    fully_shard, init_device_mesh, fake_store, _ = _fsdp_tools()
-    held = []
-    for rank in range(world_size):
-        dist.init_process_group("fake", rank=rank, world_size=world_size, store=fake_store())
-        try:
-            module = torch.nn.Module()
-            module.ps = torch.nn.ParameterList(
-                [torch.nn.Parameter(torch.zeros(s, dtype=_DTYPES[itemsize])) for s in shapes])
-            fully_shard(module, mesh=init_device_mesh("cpu", (world_size,)))
-            held.append(sum(p.to_local().nbytes for p in module.parameters()))  # type: ignore[attr-defined]
-        finally:
-            dist.destroy_process_group()
-    return held
+class _Layer(torch.nn.Module):
+    """One fully_shard-ed layer of the check's model: parameters of the given shapes, all used in forward."""
+
+    def __init__(self, shapes: tuple[tuple[int, ...], ...], dtype: torch.dtype) -> None:
+        super().__init__()
+        self.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(s, dtype=dtype)) for s in shapes])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for p in self.ps:
+            x = x + p.sum()
+        return x
+
+
+def _fsdp_forward_samples(layers: tuple[tuple[tuple[int, ...], ...], ...], world_size: int, rank: int,
+                         dtype: torch.dtype) -> list[tuple[str, int, int]]:
+    """One forward of `layers` (each `fully_shard`ed, then the root) as rank `rank` of `world_size`, in this process
+    over the fake backend (its collectives move nothing; the sharding and the unsharded buffers are FSDP2's own).
+    Returns (moment, bytes of the storages under the shards, bytes of the storages under the unsharded parameters
+    that exist then) before and after each layer's forward; an unsharded storage FSDP2 freed counts 0."""
+    fully_shard, init_device_mesh, fake_store, dtensor, _ = _fsdp_tools()
+    dist.init_process_group("fake", rank=rank, world_size=world_size, store=fake_store())
+    try:
+        root = torch.nn.Sequential(*[_Layer(shapes, dtype) for shapes in layers])
+        mesh = init_device_mesh("cpu", (world_size,))
+        for layer in root:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(root, mesh=mesh)
+        shards = {}
+        for p in root.parameters():
+            storage = p.to_local().untyped_storage()  # type: ignore[attr-defined]
+            shards[storage.data_ptr()] = storage.nbytes()
+        gathered: dict[int, Any] = {}  # every unsharded parameter seen, kept: a freed one's storage has 0 bytes
+        samples: list[tuple[str, int, int]] = []
+
+        def sample(moment: str, module: torch.nn.Module) -> None:
+            for p in module.parameters():
+                if not isinstance(p, dtensor):
+                    gathered[id(p)] = p
+            held = {p.untyped_storage().data_ptr(): p.untyped_storage().nbytes() for p in gathered.values()}
+            samples.append((moment, sum(shards.values()), sum(held.values())))
+
+        for i, layer in enumerate(root):
+            layer.register_forward_pre_hook(lambda m, args, i=i: sample(f"before layer {i}", m))
+            layer.register_forward_hook(lambda m, args, out, i=i: sample(f"after layer {i}", m))
+        with torch.no_grad():
+            root(torch.zeros((), dtype=dtype))
+        return samples
+    finally:
+        dist.destroy_process_group()
+
+
+def _fsdp_expected(layers: tuple[tuple[tuple[int, ...], ...], ...], world_size: int, itemsize: int) -> list[int]:
+    """Each rank's peak of shard plus unsharded parameter storage over one forward, measured."""
+    return [max(s + u for _, s, u in _fsdp_forward_samples(layers, world_size, rank, _DTYPES[itemsize]))
+            for rank in range(world_size)]
 
 
 def fsdp_memory(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
-    """`fsdp_param_bytes(shapes, world_size, itemsize)`: each rank's sharded parameter bytes, padding not counted,
-    plain Python (no aten op), against FSDP2 itself over a fake process group; hidden cases are named."""
+    """`fsdp_peak_bytes(layers, world_size, itemsize)`: each rank's peak parameter storage in one FSDP2 forward
+    (padded shards of every layer plus the running layer's unsharded parameters), plain Python (no aten op), against
+    FSDP2 itself over a fake process group in this process; hidden cases are named."""
     *_, changed = _fsdp_tools()
     if changed:
         c.fail(changed + ", so this check could not trust it. Remove the line that changed it (or restart the "
                "kernel), run your answer again, then this check.")
-    mine = c.watch(answer, "fsdp_param_bytes", allow_aten=set(), hint=FSDP_HINTS)
+    mine = c.watch(answer, "fsdp_peak_bytes", allow_aten=set(), hint=FSDP_HINTS)
 
     def describe(name: str) -> str:
-        shapes, world_size, itemsize = FSDP_CASES[name]
-        return f"fsdp_param_bytes({[tuple(s) for s in shapes]}, world_size={world_size}, itemsize={itemsize})"
+        layers, world_size, itemsize = FSDP_CASES[name]
+        return (f"fsdp_peak_bytes({[[tuple(s) for s in layer] for layer in layers]}, world_size={world_size}, "
+                f"itemsize={itemsize})")
 
     for label, name in named(hidden, FSDP_VISIBLE, describe):
-        shapes, world_size, itemsize = FSDP_CASES[name]
-        got = mine([tuple(s) for s in shapes], world_size, itemsize)  # before the expected value exists
-        _same(c, got, _fsdp_expected(shapes, world_size, itemsize), label, hidden is not None,
-              "the list of bytes per rank", FSDP_HINTS)
+        layers, world_size, itemsize = FSDP_CASES[name]
+        with errors_by_type(c, label, hidden is not None):
+            got = mine([[tuple(s) for s in layer] for layer in layers], world_size, itemsize)  # before the expected
+        _same(c, got, _fsdp_expected(layers, world_size, itemsize), label, hidden is not None,
+              "the list of peak bytes per rank", FSDP_HINTS)
 
 
 
