@@ -170,3 +170,62 @@ def test_tile_predictions_are_secret_and_exact(verdict) -> None:  # type: ignore
     assert "your prediction for 'programs'" in message
     message = verdict("17-predict-tiles", lambda c: n17.predict_tiles(c, TILES, hidden=["an int32 matrix"]))
     assert message is None
+
+
+@triton.jit
+def transpose_kernel(x_ptr, out_ptr, n_rows, n_cols, BR: tl.constexpr, BC: tl.constexpr):  # type: ignore[no-untyped-def]
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
+    cols = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    inside = (rows < n_rows) & (cols < n_cols)
+    tl.store(out_ptr + cols * n_rows + rows, tl.load(x_ptr + rows * n_cols + cols, mask=inside), mask=inside)
+
+
+@triton.jit
+def transpose_copies(x_ptr, out_ptr, n_rows, n_cols, BR: tl.constexpr, BC: tl.constexpr):  # type: ignore[no-untyped-def]
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
+    cols = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    inside = (rows < n_rows) & (cols < n_cols)
+    tl.store(out_ptr + rows * n_cols + cols, tl.load(x_ptr + rows * n_cols + cols, mask=inside), mask=inside)
+
+
+@triton.jit
+def transpose_load_unmasked(x_ptr, out_ptr, n_rows, n_cols, BR: tl.constexpr, BC: tl.constexpr):  # type: ignore[no-untyped-def]
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
+    cols = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    inside = (rows < n_rows) & (cols < n_cols)
+    tl.store(out_ptr + cols * n_rows + rows, tl.load(x_ptr + rows * n_cols + cols), mask=inside)
+
+
+@triton.jit
+def transpose_shapes_written_in(x_ptr, out_ptr, n_rows, n_cols, BR: tl.constexpr, BC: tl.constexpr):  # type: ignore[no-untyped-def]
+    rows = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]
+    cols = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]
+    if BR == 2:
+        inside = (rows < 5) & (cols < 7)
+    else:
+        inside = (rows < 10) & (cols < 6)
+    tl.store(out_ptr + cols * n_rows + rows, tl.load(x_ptr + rows * n_cols + cols, mask=inside), mask=inside)
+
+
+HIDDEN_TRANSPOSE = ["a square matrix, whole tiles", "tiles larger than the matrix", "int64, 9 x 2"]
+
+
+def test_transpose_reference_passes_and_mistakes_are_described(verdict) -> None:  # type: ignore[no-untyped-def]
+    assert verdict("17-tiled-transpose", lambda c: (
+        n17.tiled_transpose(c, transpose_kernel),
+        n17.tiled_transpose(c, transpose_kernel, hidden=HIDDEN_TRANSPOSE))) is None
+    message = verdict("17-tiled-transpose", lambda c: n17.tiled_transpose(c, transpose_copies))
+    assert message.startswith("transpose_kernel on a 5x7 float32 x, 2x4 tiles: ") and "values differ" in message
+    message = verdict("17-tiled-transpose", lambda c: n17.tiled_transpose(c, transpose_load_unmasked))
+    assert "tl.load" in message and "has no mask" in message and "outside" in message
+    assert verdict("17-tiled-transpose", lambda c: n17.tiled_transpose(c, transpose_shapes_written_in)) is None
+    message = verdict("17-tiled-transpose",
+                      lambda c: n17.tiled_transpose(c, transpose_shapes_written_in, hidden=HIDDEN_TRANSPOSE))
+    first = message.split("\n")[0]
+    assert first.startswith("hidden case 1: ") and "8x8" not in first
+
+
+def test_the_last_hints_are_pointers() -> None:
+    for hints in (n17.SOFTMAX_HINTS, n17.TRANSPOSE_HINTS):
+        last = hints[-1]
+        assert "tl.load" not in last and "tl.store(" not in last and "other=" not in last and " * n_rows" not in last

@@ -45,6 +45,17 @@ def _tiles(**changes: object) -> str:
     return f"PREDICT_TILES = {({**_TILES, **changes})!r}\n"
 
 
+_TRANSPOSE_HEAD = ("@triton.jit\ndef transpose_kernel(x_ptr, out_ptr, n_rows, n_cols, BR: tl.constexpr, "
+                   "BC: tl.constexpr):\n")
+_TILE = ("    rows = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]\n"
+         "    cols = tl.program_id(1) * BC + tl.arange(0, BC)[None, :]\n")
+_INSIDE = "    inside = (rows < n_rows) & (cols < n_cols)\n"
+
+
+def _transpose(body: str) -> str:
+    return _TRANSPOSE_HEAD + body
+
+
 WRONG = {
     "17-masked-diff": [
         Wrong("no mask at all",
@@ -151,6 +162,36 @@ WRONG = {
               _softmax(_ROW + f"    v = tl.load({_X_ROW}, mask=inside, other=-float('inf'))\n"
                        f"    tl.store({_OUT_ROW}, _as_block(torch.softmax(_as_torch(v), dim=0), v), mask=inside)\n",
                        before=_THROUGH_TORCH), "ran aten._softmax", gaming=True),
+    ],
+    "17-tiled-transpose": [
+        Wrong("stores the tile where it was: a copy, not a transpose",
+              _transpose(_TILE + _INSIDE + "    tile = tl.load(x_ptr + rows * n_cols + cols, mask=inside)\n"
+                         "    tl.store(out_ptr + rows * n_cols + cols, tile, mask=inside)\n"), "values differ"),
+        Wrong("masks the rows only",
+              _transpose(_TILE + "    inside = rows < n_rows\n"
+                         "    tile = tl.load(x_ptr + rows * n_cols + cols, mask=inside)\n"
+                         "    tl.store(out_ptr + cols * n_rows + rows, tile, mask=inside)\n"), "outside"),
+        Wrong("out's rows taken as n_cols long",
+              _transpose(_TILE + _INSIDE + "    tile = tl.load(x_ptr + rows * n_cols + cols, mask=inside)\n"
+                         "    tl.store(out_ptr + cols * n_cols + rows, tile, mask=inside)\n"), "outside"),
+        Wrong("forgot the second program id: only the first column of tiles is done",
+              _transpose("    rows = tl.program_id(0) * BR + tl.arange(0, BR)[:, None]\n"
+                         "    cols = tl.arange(0, BC)[None, :]\n" + _INSIDE
+                         + "    tile = tl.load(x_ptr + rows * n_cols + cols, mask=inside)\n"
+                         "    tl.store(out_ptr + cols * n_rows + rows, tile, mask=inside)\n"), "was never stored"),
+        Wrong("loads the whole tile unmasked and stores only real lanes: the values come out right",
+              _transpose(_TILE + _INSIDE + "    tile = tl.load(x_ptr + rows * n_cols + cols)\n"
+                         "    tl.store(out_ptr + cols * n_rows + rows, tile, mask=inside)\n"), "outside",
+              gaming=True),
+        Wrong("the visible cases' shapes written into the mask",
+              _transpose(_TILE + "    if BR == 2:\n        inside = (rows < 5) & (cols < 7)\n"
+                         "    else:\n        inside = (rows < 10) & (cols < 6)\n"
+                         "    tile = tl.load(x_ptr + rows * n_cols + cols, mask=inside)\n"
+                         "    tl.store(out_ptr + cols * n_rows + rows, tile, mask=inside)\n"), "hidden case 1",
+              gaming=True),
+        Wrong("a Python function that copies x.T",
+              "def transpose_kernel(x, out, n_rows, n_cols, BR=2, BC=4):\n    out.copy_(x.t())\n",
+              "not a plain Python function", gaming=True),
     ],
     "17-predict-tiles": [
         Wrong("the grid's axes swapped", _tiles(**{"program storing out[9, 12]": (1, 2)}),

@@ -1,5 +1,5 @@
 """Notebook 17 (Triton on a CPU): a masked kernel for neighbour differences, a row softmax with one program per row,
-and a 2-D grid read without running it.
+a 2-D grid read without running it, and a tiled transpose.
 
 Each function grades one exercise inside `with check(...) as c:`; the source notebook's hidden block calls it
 again with `hidden=...` (see `exercises.__init__`). Kernels run in Triton's interpreter through the `program_grid`
@@ -25,7 +25,7 @@ from ._cases import named
 if TYPE_CHECKING:
     from ..checks import Check
 
-__all__ = ["masked_diff", "predict_tiles", "row_softmax"]
+__all__ = ["masked_diff", "predict_tiles", "row_softmax", "tiled_transpose"]
 
 # captured when the package is imported, before any answer cell runs
 _PROGRAM_GRID = triton_grid.program_grid
@@ -195,13 +195,13 @@ def masked_diff(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> N
 # --- 17-row-softmax -----------------------------------------------------------------------------------------------
 
 SOFTMAX_HINTS = (
-    "one program per row: tl.program_id(0) is the row, and the row starts row times its row stride past the "
-    "pointer; a mask on the column index keeps the block inside the row (section 4's row_max_kernel reads a row "
-    "that way)",
-    "the masked lanes take part in tl.max and tl.sum: which value (other=) can they load that never wins a max "
-    "and adds nothing once exponentiated? And x and out have row strides of their own",
-    "exp of a large value overflows: the softmax of v equals the softmax of v minus any constant, and the row's "
-    "maximum makes every exponent at most 0. A lane stored must be a lane of the row: the store needs the mask too",
+    "one program per row: which program id names the row, and how far past each pointer does that row start? "
+    "Section 4's row_max_kernel reads one row of a slice",
+    "the masked lanes take part in tl.max and tl.sum: section 4 showed what other= does to a max; ask the same "
+    "question for your sum. And x and out each have a row stride of their own",
+    "print your kernel's output for a row of large values (the second case has values near 150): inf or nan there "
+    "means exp overflowed, and softmax(v) equals softmax(v - c) for any constant c. Then compare the lanes your "
+    "store writes with the row's, in show_program_grid",
 )
 # (rows, cols, scale, shift, x's extra columns, out's extra columns, BLOCK or None for the next power of two, dtype)
 SOFTMAX_CASES = MappingProxyType({
@@ -320,3 +320,63 @@ def predict_tiles(c: Check, predictions: Any, hidden: Iterable[str] | None = Non
         for key in TILES_QUESTIONS:
             what = f"your prediction for {key!r}" + (f" ({label})" if label else "")
             c.equal(answers[key], truth[key], what=what, hint=TILES_HINTS, secret=True)
+
+
+# --- 17-tiled-transpose -------------------------------------------------------------------------------------------
+
+TRANSPOSE_HINTS = (
+    "run show_program_grid(transpose_kernel, ...) on a small matrix whose sides are not multiples of the tile, "
+    "and look at a program in the last row of the grid and one in the last column: which lanes it loads, which it "
+    "stores",
+    "out is x transposed: x[r, c] goes to out[c, r], and out has n_cols rows of n_rows elements. A program can load "
+    "its tile of x as section 5 does and store the same block of values, only at other positions",
+    "a lane exists only when its row is below n_rows and its column below n_cols, and both accesses need that "
+    "mask; then ask where element (r, c) of a contiguous matrix with n_rows columns sits",
+)
+# (n_rows, n_cols, BR, BC, dtype) by name; each case draws its own values
+TRANSPOSE_CASES = MappingProxyType({
+    "5 x 7, 2 x 4 tiles": (5, 7, 2, 4, torch.float32),
+    "10 x 6, 8 x 4 tiles": (10, 6, 8, 4, torch.float32),
+    "a square matrix, whole tiles": (8, 8, 4, 4, torch.float32),
+    "tiles larger than the matrix": (3, 5, 8, 16, torch.float32),
+    "int64, 9 x 2": (9, 2, 4, 2, torch.int64),
+})
+TRANSPOSE_VISIBLE = ("5 x 7, 2 x 4 tiles", "10 x 6, 8 x 4 tiles")
+
+
+def tiled_transpose(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> None:
+    """`transpose_kernel(x_ptr, out_ptr, n_rows, n_cols, BR, BC)`: out (n_cols x n_rows) = x.T, one BR x BC tile of x
+    per program on the grid (cdiv(n_rows, BR), cdiv(n_cols, BC)); every access inside its tensor, each element of out
+    stored once, exact values; hidden cases are named shapes, tiles and dtypes."""
+    for label, name in named(hidden, TRANSPOSE_VISIBLE, lambda name: name):
+        n_rows, n_cols, br, bc, dtype = TRANSPOSE_CASES[name]
+        what = label if hidden is not None else (
+            f"transpose_kernel on a {n_rows}x{n_cols} {_dtype_name(dtype)} x, {br}x{bc} tiles")
+        gen = torch.Generator().manual_seed(1717 + n_rows * 31 + n_cols)
+        x = (torch.randn(n_rows, n_cols, generator=gen, dtype=torch.float64) * 100).to(dtype)
+        out = torch.full((n_cols, n_rows), -7, dtype=dtype)  # each element must be written
+        grid_shape = ((n_rows + br - 1) // br, (n_cols + bc - 1) // bc)
+        grid = _launch(c, answer, grid_shape, x, out, n_rows, n_cols, name="transpose_kernel", hint=TRANSPOSE_HINTS,
+                       BR=br, BC=bc)
+        _out_of_bounds(c, answer, grid, what, TRANSPOSE_HINTS)
+        stored: dict[int, int] = {}
+        for program in grid.programs:
+            for access in program.accesses:
+                if not access.elements and not access.out_of_bounds:
+                    continue  # only masked-off lanes point there: nothing was touched
+                mine = "x_ptr" if access.op == "load" else "out_ptr"
+                if access.tensor != mine or access.out_of_bounds:
+                    note = _mask_note(answer, access.op, access.line)
+                    c.fail(f"{what}: {_stray(program, access, mine, note)}; each {access.op} of this kernel must "
+                           f"stay inside {mine}", TRANSPOSE_HINTS)
+                for i in (access.indices() if access.op == "store" else ()):
+                    stored[i] = stored.get(i, 0) + 1
+        missing = [i for i in range(n_rows * n_cols) if i not in stored]
+        twice = sorted(i for i, k in stored.items() if k > 1)
+        c.that(not missing, f"{what}: out[{divmod(missing[0], n_rows) if missing else ''}] (and "
+               f"{max(len(missing) - 1, 0)} more) was never stored", TRANSPOSE_HINTS)
+        c.that(not twice, f"{what}: out[{divmod(twice[0], n_rows) if twice else ''}] was stored more than once",
+               TRANSPOSE_HINTS)
+        with clean():
+            expected = x.t().contiguous()
+        _values(c, out, expected, what, 0.0, hidden is not None, TRANSPOSE_HINTS)
