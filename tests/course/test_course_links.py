@@ -59,6 +59,18 @@ def test_builds_on_names_every_earlier_notebook_a_notebook_mentions() -> None:
         assert not missing, f"{path.name} builds on notebooks {missing}, which start-here's table does not list"
 
 
+def test_time_column_states_each_notebooks_estimate() -> None:
+    """start-here's "Time" column is outline.estimated_minutes of each notebook (it moves when a notebook grows)."""
+    from torchlens_widgets.course.outline import estimated_minutes
+
+    rows = {int(m[0]): m[1] for c in _read(START).cells if c.cell_type == "markdown"
+            for m in re.findall(r"^\| (\d\d) \| \[[^]]+\]\([^)]+\) \| [^|]* \| ([^|]*) \|", c.source, re.M)}
+    assert sorted(rows) == list(range(1, len(NOTEBOOKS) + 1)), sorted(rows)
+    stale = {p.name: rows[int(p.name[:2])].strip() for p in NOTEBOOKS
+             if rows[int(p.name[:2])].strip() != f"≈ {estimated_minutes(p)} min"}
+    assert not stale, f"start-here's Time column is stale (recompute with outline.estimated_minutes): {stale}"
+
+
 def test_start_here_links_every_notebook_in_order() -> None:
     """Each course notebook is linked from start-here.ipynb by file name, in number order."""
     links = [t for c in _read(START).cells for t in _links(c.source)]

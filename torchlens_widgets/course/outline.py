@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Exercise", "NotebookOutline", "progress_report", "read_outline"]
+__all__ = ["Exercise", "NotebookOutline", "estimated_minutes", "progress_report", "read_outline"]
 
 _NOTEBOOK = re.compile(r"^\d\d-.+\.ipynb$")
 _THESIS = re.compile(r"\*\*Thesis\.\*\*\s*(.+?)(?:(?<=[.!?])\s|$)", re.S)
@@ -65,6 +65,20 @@ def _read(path: Path) -> NotebookOutline:
             if isinstance(meta.get("grade_id"), str) and isinstance(pts, (int, float)) and not isinstance(pts, bool):
                 exercises.append(Exercise(meta["grade_id"], float(pts)))
     return NotebookOutline(path, path.name[:2], title, thesis, tuple(exercises))
+
+
+READING_WPM = 150  # words a minute, prose and code read with care
+MINUTES_PER_POINT = 4  # a graded exercise's reading, writing and a retry, per point
+
+
+def estimated_minutes(path: Path | str) -> int:
+    """A learner's time for a notebook, as start-here states it: every cell's words at READING_WPM plus
+    MINUTES_PER_POINT per exercise point, to the nearest 5 minutes. An estimate, not a measurement."""
+    nb = json.loads(Path(path).read_text())
+    words = sum(len(_source(c).split()) for c in nb["cells"])
+    points = sum(float(c.get("metadata", {}).get("nbgrader", {}).get("points", 0) or 0) for c in nb["cells"]
+                 if c.get("metadata", {}).get("nbgrader", {}).get("grade"))
+    return max(5, 5 * round((words / READING_WPM + MINUTES_PER_POINT * points) / 5))
 
 
 def read_outline(folder: Path | str) -> list[NotebookOutline]:
