@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { courseRows, exerciseLabel, nextExercise, nextNotebook, titleOf, totals } from "../src/labext/course/model";
+import { baseName, courseRows, exerciseLabel, headingIndex, nextExercise, nextNotebook, titleOf, totals, type CellInfo } from "../src/labext/course/model";
 import { OUTLINE, progress } from "./course_fixture";
 
 describe("course rows", () => {
@@ -40,5 +40,39 @@ describe("what comes next", () => {
     expect(nextNotebook(rows, "course/04-d.ipynb")).toBeNull();
     expect(nextNotebook(rows, null)?.number).toBe("01");
     expect(nextNotebook(rows, "elsewhere.ipynb")?.number).toBe("01");
+  });
+});
+
+describe("where opening an exercise lands", () => {
+  const md = (source: string): CellInfo => ({ type: "markdown", source, gradeId: null });
+  const code = (source: string, gradeId: string | null = null): CellInfo => ({ type: "code", source, gradeId });
+  const cells: CellInfo[] = [
+    md("# Notebook\n\nIntro"),
+    md("## Exercise 1: views\n\nMake a view."), md("Some more words."), code("setup()"),
+    code("stub", "01-a-answer"), code("check", "01-a"),
+    md("Teaching between exercises, no heading."),
+    code("demo()"), md("A statement without heading"), code("stub", "01-b-answer"), code("check", "01-b"),
+    md("### Exercise 3"), code("stub", "01-c-answer"), code("check", "01-c"),
+  ];
+  it("is the heading of the exercise's statement, over the text and code between it and the answer", () => {
+    expect(headingIndex(cells, 4, "01-a")).toBe(1);
+    expect(headingIndex(cells, 12, "01-c")).toBe(11);
+  });
+  it("never crosses the previous exercise: without a heading, the markdown just before the answer, else the answer", () => {
+    expect(headingIndex(cells, 9, "01-b")).toBe(8);
+    const bare = [code("stub", "x-answer"), code("check", "x"), code("stub", "y-answer")];
+    expect(headingIndex(bare, 2, "y")).toBe(2);
+    expect(headingIndex([code("stub", "z-answer")], 0, "z")).toBe(0);
+  });
+  it("takes headings with leading blank lines", () => {
+    expect(headingIndex([md("\n\n## Ex"), code("s", "e-answer")], 1, "e")).toBe(0);
+  });
+});
+
+describe("backup names", () => {
+  it("are the file name of the path the server gives", () => {
+    expect(baseName("/home/me/course/.torchlens/backups/01-a.20261128-120000.01-x.ipynb")).toBe("01-a.20261128-120000.01-x.ipynb");
+    expect(baseName("C:\\course\\.torchlens\\backups\\b.ipynb")).toBe("b.ipynb");
+    expect(baseName("b.ipynb")).toBe("b.ipynb");
   });
 });

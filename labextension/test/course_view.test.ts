@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import type { CourseApi } from "../src/labext/course/api";
 import type { Progress, Validation } from "../src/labext/course/model";
-import { CourseView } from "../src/labext/course/view";
+import { CourseView, type ViewHandlers } from "../src/labext/course/view";
 import { OUTLINE, progress } from "./course_fixture";
 
 function fakeApi(state: { progress: Progress }, validation?: Validation): CourseApi {
@@ -10,10 +10,11 @@ function fakeApi(state: { progress: Progress }, validation?: Validation): Course
     progress: vi.fn(async () => state.progress),
     validate: vi.fn(async () => validation ?? { notebook: "x", stopped: null, hidden_tests: true, notice: "hidden tests run at grading", checks: [] }),
     reset: vi.fn(async () => ({ notebook: "x", grade_id: "y", cells: 1, backup: "/b" })),
+    openableBackup: vi.fn(async () => ({ backup: "/c/backups/b", path: "c/backups/b" })),
   };
 }
 
-async function mounted(api: CourseApi, handlers = { open: vi.fn(), reset: vi.fn(async () => "reset done") }) {
+async function mounted(api: CourseApi, handlers: ViewHandlers = { open: vi.fn(), reset: vi.fn(async () => "reset done") }) {
   const view = new CourseView(api, handlers);
   document.body.replaceChildren(view.node);
   await view.load();
@@ -54,6 +55,32 @@ describe("course sidebar", () => {
     expect(handlers.open).toHaveBeenCalledWith(expect.objectContaining({ number: "02" }), expect.objectContaining({ gradeId: "02-x" }));
     view.node.querySelector<HTMLButtonElement>('[data-key="reset:02-x"]')!.click();
     await vi.waitFor(() => expect(view.node.textContent).toContain("reset done"));
+  });
+
+  it("offers the reset's follow-up action (open the backup) as a button, and says when it fails", async () => {
+    const run = vi.fn(async () => undefined);
+    const handlers = { open: vi.fn(), reset: vi.fn(async () => ({ text: "kept at /b", action: { label: "Open backup", run } })) };
+    const { view } = await mounted(fakeApi({ progress: progress({}) }), handlers);
+    view.setCurrent("course/02-b.ipynb");
+    view.node.querySelector<HTMLButtonElement>('[data-key="reset:02-x"]')!.click();
+    await vi.waitFor(() => expect(view.node.querySelector(".tlw-course-said")?.textContent).toContain("kept at /b"));
+    const open = view.node.querySelector<HTMLButtonElement>('.tlw-course-said [data-key="said:02"]')!;
+    expect(open.textContent).toBe("Open backup");
+    open.click();
+    expect(run).toHaveBeenCalledTimes(1);
+    run.mockRejectedValueOnce(new Error("no such backup"));
+    view.node.querySelector<HTMLButtonElement>('[data-key="said:02"]')!.click();
+    await vi.waitFor(() => expect(view.node.querySelector(".tlw-course-said")?.textContent).toContain("Open backup failed: no such backup"));
+  });
+
+  it("shows nothing after a cancelled reset", async () => {
+    const handlers = { open: vi.fn(), reset: vi.fn(async () => null) };
+    const { view } = await mounted(fakeApi({ progress: progress({}) }), handlers);
+    view.setCurrent("course/02-b.ipynb");
+    view.node.querySelector<HTMLButtonElement>('[data-key="reset:02-x"]')!.click();
+    await vi.waitFor(() => expect(handlers.reset).toHaveBeenCalled());
+    await view.load();
+    expect(view.node.querySelector(".tlw-course-said")).toBeNull();
   });
 
   it("shows each check of a validation and the hidden-tests notice, never 'all passed'", async () => {

@@ -328,6 +328,25 @@ def test_reset_restores_the_stub_and_keeps_the_learner_s_answer_in_a_backup(serv
     assert status == 200 and again["backup"] != body["backup"] and "my answer" in backup.read_text()
 
 
+def test_open_backup_copies_a_reset_s_backup_where_jupyter_opens_it(server: Server) -> None:
+    """Jupyter's contents API refuses files in dot folders (.torchlens/backups): "Open backup" asks for a copy in
+    backups/ beside the notebook and opens the path this answers, relative to the server's root."""
+    status, done = server.get("/torchlens/api/reset", body={"path": "05-reset.ipynb", "grade_id": "05-double"})
+    assert status == 200, done
+    name = Path(done["backup"]).name
+    body = {"path": "05-reset.ipynb", "backup": name}
+    assert server.get("/torchlens/api/backup", token=None, body=body)[0] in (401, 403)
+    status, copy = server.get("/torchlens/api/backup", body=body)
+    assert status == 200, copy
+    course = Path(server.course)
+    assert copy["path"] == f"{course.name}/backups/{name}"
+    assert Path(copy["backup"]).read_text() == Path(done["backup"]).read_text()
+    for bad in ({"path": "05-reset.ipynb", "backup": "../05-reset.ipynb"}, {"path": "05-reset.ipynb"},
+                {"path": "../outside.ipynb", "backup": name}, {"path": "05-reset.ipynb", "backup": "nope.ipynb"}):
+        status, answer = server.get("/torchlens/api/backup", body=bad)
+        assert status == 400 and answer["error"], (bad, answer)
+
+
 def test_reset_keeps_the_notebook_s_mode_and_writes_private_backups(tmp_path: Path) -> None:
     from torchlens_widgets.course.reset import ResetError, reset_exercise
 

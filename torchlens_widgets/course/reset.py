@@ -14,9 +14,11 @@ import nbformat
 
 from .release import _atomic_write, pristine_path
 
-__all__ = ["ResetError", "reset_exercise"]
+__all__ = ["ResetError", "reset_exercise", "visible_backup"]
 
 BACKUP_DIR = Path(".torchlens") / "backups"
+VISIBLE_DIR = Path("backups")  # where "open backup" puts a copy Jupyter can open (it hides dot folders)
+_BACKUP_NAME = re.compile(r"[A-Za-z0-9_.-]+\.ipynb")
 _GRADE_ID = re.compile(r"[A-Za-z0-9_-]+")  # nbgrader's rule; the id also names the backup file
 
 
@@ -99,3 +101,25 @@ def reset_exercise(notebook: Path, grade_id: object) -> dict[str, Any]:
     nbformat.validate(learner)
     _atomic_write(notebook, nbformat.writes(learner))
     return {"notebook": str(notebook), "grade_id": grade_id, "cells": len(where), "backup": str(backup)}
+
+
+def visible_backup(notebook: Path, name: object) -> Path:
+    """A copy of the backup `name` (a file in .torchlens/backups/ beside `notebook`) in backups/ beside it, which
+    Jupyter's file browser shows and opens (it refuses files in dot folders); made once, private like the backup."""
+    if not isinstance(name, str) or not _BACKUP_NAME.fullmatch(name) or name.startswith("."):
+        raise ResetError(f"'backup' {str(name)[:80]!r}: give the backup's file name as reset named it, "
+                         "e.g. '02-views.20261124-010203.02-a.ipynb'")
+    backup = notebook.parent / BACKUP_DIR / name
+    if backup.is_symlink() or not backup.is_file():
+        raise ResetError(f"no backup {name} in {notebook.parent / BACKUP_DIR}")
+    folder = notebook.parent / VISIBLE_DIR
+    if folder.is_symlink():
+        raise ResetError(f"{folder} is a symbolic link; copies of backups go only into a real folder. Remove the "
+                         "link and try again")
+    folder.mkdir(mode=0o700, exist_ok=True)
+    copy_path = folder / name
+    if copy_path.is_symlink():
+        raise ResetError(f"{copy_path} is a symbolic link; remove it and try again")
+    if not copy_path.is_file():
+        _atomic_write(copy_path, backup.read_text(encoding="utf-8"), mode=0o600)
+    return copy_path

@@ -31,7 +31,7 @@ from traitlets.config import LoggingConfigurable
 from . import sandbox
 from .outline import NotebookOutline, progress_report, read_outline
 from .progress import ProgressStore
-from .reset import ResetError, reset_exercise
+from .reset import ResetError, reset_exercise, visible_backup
 
 __all__ = ["TorchlensCourse", "course_dir", "course_notebook", "outline_payload", "progress_payload",
            "run_validation"]
@@ -323,6 +323,23 @@ class ResetHandler(_CourseHandler):
         self._json(result)
 
 
+class BackupHandler(_CourseHandler):
+    """A copy of a reset's backup where Jupyter opens it (it refuses files in dot folders): its path for Lab."""
+
+    @web.authenticated
+    @authorized
+    def post(self) -> None:
+        course = self._course
+        try:
+            body = self._body('{"path": ..., "backup": ...}')
+            copy_path = visible_backup(course_notebook(course, body.get("path")), body.get("backup"))
+        except (CoursePathError, ResetError) as exc:
+            self.set_status(400)
+            self._json({"error": str(exc)})
+            return
+        self._json({"backup": str(copy_path), "path": _relative(copy_path, self._root)})
+
+
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     return [{"module": __name__}]
 
@@ -338,5 +355,6 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         (url_path_join(base, API, "progress"), ProgressHandler),
         (url_path_join(base, API, "validate"), ValidateHandler),
         (url_path_join(base, API, "reset"), ResetHandler),
+        (url_path_join(base, API, "backup"), BackupHandler),
     ])
     serverapp.log.info(f"torchlens course: {url_path_join(base, API)} serves {config.course(Path(serverapp.root_dir))}")

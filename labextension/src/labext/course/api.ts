@@ -5,6 +5,8 @@ import { ServerConnection } from "@jupyterlab/services";
 import type { Outline, Progress, Validation } from "./model";
 
 export interface ResetResult { notebook: string; grade_id: string; cells: number; backup: string }
+/** A copy of a backup where Jupyter opens it (backups live in a dot folder Jupyter refuses to open). */
+export interface BackupCopy { backup: string; path: string | null }
 
 /** What the sidebar needs from the server; tests pass a fake. */
 export interface CourseApi {
@@ -12,6 +14,8 @@ export interface CourseApi {
   progress(): Promise<Progress>;
   validate(name: string): Promise<Validation>;
   reset(name: string, gradeId: string): Promise<ResetResult>;
+  /** `backup` is the file name of a reset's backup of notebook `name`. */
+  openableBackup(name: string, backup: string): Promise<BackupCopy>;
 }
 
 /** An error the server explained (its JSON `error`), or a network failure in words. */
@@ -49,5 +53,6 @@ export function serverApi(settings: ServerConnection.ISettings = ServerConnectio
     progress: () => call<Progress>(settings, "progress"),
     validate: (name) => call<Validation>(settings, "validate", { path: name }),
     reset: (name, gradeId) => call<ResetResult>(settings, "reset", { path: name, grade_id: gradeId }),
+    openableBackup: (name, backup) => call<BackupCopy>(settings, "backup", { path: name, backup }),
   };
 }

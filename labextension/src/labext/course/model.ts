@@ -139,3 +139,26 @@ export function statusWords(status: Status | CheckStatus): string {
     default: return status;
   }
 }
+
+/** What the plugin knows of a cell to find an exercise's heading. */
+export interface CellInfo { type: string; source: string; gradeId: string | null }
+
+/** The cell to show at the top when opening an exercise whose answer cell is `answer`: the nearest markdown
+ * cell before it that starts with a heading (the exercise's statement), not crossing another exercise's graded
+ * cells; else the markdown cell just before the answer (the statement without a heading); else the answer. */
+export function headingIndex(cells: readonly CellInfo[], answer: number, gradeId: string): number {
+  let statement = -1;
+  for (let i = answer - 1; i >= 0; i--) {
+    const c = cells[i]!;
+    if (c.gradeId !== null && c.gradeId !== gradeId && c.gradeId !== `${gradeId}-answer`) break; // the previous exercise
+    if (c.type !== "markdown") continue;
+    if (/^\s*#/.test(c.source)) return i;
+    if (statement < 0 && i === answer - 1) statement = i;
+  }
+  return statement >= 0 ? statement : answer;
+}
+
+/** "/home/me/course/.torchlens/backups/01-a.2026.01-x.ipynb" → "01-a.2026.01-x.ipynb" (either separator). */
+export function baseName(path: string): string {
+  return path.split(/[\\/]/).pop() ?? path;
+}

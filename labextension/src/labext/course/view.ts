@@ -6,11 +6,15 @@ import type { CourseApi } from "./api";
 import type { CheckStatus, ExerciseRow, NotebookRow, Outline, Progress, Status, Validation } from "./model";
 import { courseRows, rowOf, statusWords, totals } from "./model";
 
+/** Words the sidebar shows under a notebook after an action, with a button for what follows (open the backup). */
+export interface Said { text: string; action?: { label: string; caption?: string; run(): Promise<void> | void } }
+
 export interface ViewHandlers {
   /** Open the notebook (at the exercise, when one is given). */
   open(row: NotebookRow, exercise: ExerciseRow | null): Promise<void> | void;
-  /** Put one exercise back to its stub; resolves to the words to show (where the backup went). */
-  reset(row: NotebookRow, exercise: ExerciseRow): Promise<string | null>;
+  /** Put one exercise back to its stub; resolves to the words to show (where the backup went), or null when
+   * the learner cancelled. */
+  reset(row: NotebookRow, exercise: ExerciseRow): Promise<Said | string | null>;
 }
 
 type RunState = { running: true; since: number } | { running: false; result: Validation | null; error: string | null };
@@ -95,7 +99,7 @@ export class CourseView {
   private shownCurrent: string | null = null; // the current notebook whose exercises were opened for it
   private readonly expanded = new Set<string>();
   private readonly runs = new Map<string, RunState>();
-  private readonly said = new Map<string, string>();
+  private readonly said = new Map<string, Said>();
   private loading: Promise<void> | null = null;
   /** Set by every render: the time the last one took (ms), for the benchmark. */
   lastRenderMs = 0;
@@ -153,9 +157,9 @@ export class CourseView {
   async reset(row: NotebookRow, ex: ExerciseRow): Promise<void> {
     try {
       const said = await this.handlers.reset(row, ex);
-      if (said !== null) this.said.set(row.number, said);
+      if (said !== null) this.said.set(row.number, typeof said === "string" ? { text: said } : said);
     } catch (err) {
-      this.said.set(row.number, `Reset failed: ${String(err instanceof Error ? err.message : err)}`);
+      this.said.set(row.number, { text: `Reset failed: ${String(err instanceof Error ? err.message : err)}` });
     }
     await this.load();
   }
@@ -225,7 +229,7 @@ export class CourseView {
         ...r.exercises.map((e) => this.exercise(r, e))));
       parts.push(this.actions(r));
       const said = this.said.get(r.number);
-      if (said) parts.push(h("div", { "class": "tlw-course-said", "role": "status" }, said));
+      if (said) parts.push(this.saidBox(r, said));
       parts.push(this.validation(r));
     }
     return h("li", { "class": "tlw-course-nb", "data-notebook": r.number, "aria-current": isCurrent ? "true" : undefined }, ...parts);
@@ -245,6 +249,28 @@ export class CourseView {
     }, "Reset");
     reset.addEventListener("click", () => void this.reset(r, e));
     return h("li", { "data-status": e.status }, go, h("span", { "class": "tlw-course-pts" }, `${e.points}/${e.maxPoints}`), reset);
+  }
+
+  private saidBox(r: NotebookRow, said: Said): HTMLElement {
+    const box = h("div", { "class": "tlw-course-said", "role": "status" }, said.text);
+    const action = said.action;
+    if (action) {
+      const button = h("button", {
+        "class": "tlw-act tlw-course-said-act", "data-key": `said:${r.number}`, "title": action.caption ?? action.label,
+      }, action.label);
+      button.addEventListener("click", () => {
+        void (async () => {
+          try {
+            await action.run();
+          } catch (err) {
+            this.said.set(r.number, { ...said, text: `${said.text}\n${action.label} failed: ${String(err instanceof Error ? err.message : err)}` });
+            this.render();
+          }
+        })();
+      });
+      box.append(" ", button);
+    }
+    return box;
   }
 
   private actions(r: NotebookRow): HTMLElement {
