@@ -23,7 +23,7 @@ from ..integrity import clean
 from ._cases import named
 
 if TYPE_CHECKING:
-    from ..checks import Check
+    from ..checks import Check, Hint
 
 __all__ = ["masked_diff", "predict_tiles", "row_softmax", "tiled_transpose"]
 
@@ -85,6 +85,24 @@ def _mask_note(kernel: Any, op: str, line: int | None) -> str:
 def _tensor_size(grid: Any, name: str) -> str:
     info = next((t for t in grid.tensors if t.name == name), None)
     return f" ({name} has {info.numel} elements)" if info else ""
+
+
+def _stores(c: Check, answer: Any, grid: Any, what: str, hints: Hint) -> dict[int, int]:
+    """How many times each element of out_ptr was stored; fails on a load outside x_ptr or a store outside out_ptr
+    (lanes switched off by a mask touch nothing and are skipped)."""
+    stored: dict[int, int] = {}
+    for program in grid.programs:
+        for access in program.accesses:
+            if not access.elements and not access.out_of_bounds:
+                continue  # only masked-off lanes point there: nothing was touched
+            mine = "x_ptr" if access.op == "load" else "out_ptr"
+            if access.tensor != mine or access.out_of_bounds:
+                note = _mask_note(answer, access.op, access.line)
+                c.fail(f"{what}: {_stray(program, access, mine, note)}; each {access.op} of this kernel must "
+                       f"stay inside {mine}", hints)
+            for i in (access.indices() if access.op == "store" else ()):
+                stored[i] = stored.get(i, 0) + 1
+    return stored
 
 
 def _out_of_bounds(c: Check, kernel: Any, grid: Any, what: str, hint: Sequence[str]) -> None:
@@ -170,18 +188,7 @@ def masked_diff(c: Check, answer: Any, hidden: Iterable[str] | None = None) -> N
         grid = _launch(c, answer, ((n - 1 + block - 1) // block,), x, out, n, name="diff_kernel", hint=DIFF_HINTS,
                        BLOCK=block)
         _out_of_bounds(c, answer, grid, what, DIFF_HINTS)
-        stored: dict[int, int] = {}
-        for program in grid.programs:
-            for access in program.accesses:
-                if not access.elements and not access.out_of_bounds:
-                    continue  # only masked-off lanes point there: nothing was touched
-                mine = "x_ptr" if access.op == "load" else "out_ptr"
-                if access.tensor != mine or access.out_of_bounds:
-                    note = _mask_note(answer, access.op, access.line)
-                    c.fail(f"{what}: {_stray(program, access, mine, note)}; each {access.op} of this kernel must "
-                           f"stay inside {mine}", DIFF_HINTS)
-                for i in (access.indices() if access.op == "store" else ()):
-                    stored[i] = stored.get(i, 0) + 1
+        stored = _stores(c, answer, grid, what, DIFF_HINTS)
         missing = [i for i in range(n - 1) if i not in stored]
         twice = sorted(i for i, k in stored.items() if k > 1)
         c.that(not missing, f"{what}: out[{missing[0] if missing else ''}] (and {max(len(missing) - 1, 0)} more) "
@@ -359,18 +366,7 @@ def tiled_transpose(c: Check, answer: Any, hidden: Iterable[str] | None = None) 
         grid = _launch(c, answer, grid_shape, x, out, n_rows, n_cols, name="transpose_kernel", hint=TRANSPOSE_HINTS,
                        BR=br, BC=bc)
         _out_of_bounds(c, answer, grid, what, TRANSPOSE_HINTS)
-        stored: dict[int, int] = {}
-        for program in grid.programs:
-            for access in program.accesses:
-                if not access.elements and not access.out_of_bounds:
-                    continue  # only masked-off lanes point there: nothing was touched
-                mine = "x_ptr" if access.op == "load" else "out_ptr"
-                if access.tensor != mine or access.out_of_bounds:
-                    note = _mask_note(answer, access.op, access.line)
-                    c.fail(f"{what}: {_stray(program, access, mine, note)}; each {access.op} of this kernel must "
-                           f"stay inside {mine}", TRANSPOSE_HINTS)
-                for i in (access.indices() if access.op == "store" else ()):
-                    stored[i] = stored.get(i, 0) + 1
+        stored = _stores(c, answer, grid, what, TRANSPOSE_HINTS)
         missing = [i for i in range(n_rows * n_cols) if i not in stored]
         twice = sorted(i for i, k in stored.items() if k > 1)
         c.that(not missing, f"{what}: out[{divmod(missing[0], n_rows) if missing else ''}] (and "
