@@ -9,6 +9,7 @@ so the run stays short; the sidebar reads it through the course server extension
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -39,36 +40,46 @@ JS_SET_AND_RUN = """async ([i, source]) => {
 JS_SOURCE = "i => window.jupyterapp.shell.currentWidget.content.widgets[i].model.sharedModel.getSource()"
 
 
+def exercise_cells(gid: str) -> list[nbformat.NotebookNode]:
+    """An exercise's answer cell and its test cell (hidden tests included), as a source notebook holds them."""
+    points, answer, visible, hidden = EXERCISES[gid]
+    sol = nbformat.v4.new_code_cell(f"### BEGIN SOLUTION\n{answer}\n### END SOLUTION")
+    sol.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False, "grade_id": f"{gid}-answer",
+                                "schema_version": 3}
+    test = f"from torchlens_widgets.course import check\n\nwith check({gid!r}, points={points}) as c:\n    {visible}\n"
+    if hidden:
+        test += f"    ### BEGIN HIDDEN TESTS\n    {hidden}\n    ### END HIDDEN TESTS\n"
+    cell = nbformat.v4.new_code_cell(test)
+    cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": points,
+                                 "grade_id": gid, "schema_version": 3}
+    return [sol, cell]
+
+
+def release_course(root: Path, source_notebook: Callable[[Path, str, list[str]], None]) -> str:
+    """Write the two-notebook course with `source_notebook(path, title, grade ids)` and release it into `root`."""
+    from torchlens_widgets.course.release import release_path
+
+    src = root.parent / "source"
+    src.mkdir()
+    source_notebook(src / "01-alpha.ipynb", "Alpha", ["01-answer", "01-word"])
+    source_notebook(src / "02-beta.ipynb", "Beta", ["02-only"])
+    release_path(src, root)
+    return "01-alpha.ipynb"
+
+
 def _source_notebook(path: Path, title: str, grades: list[str]) -> None:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\n**Thesis.** {title} in one line.")]
     for gid in grades:
-        points, answer, visible, hidden = EXERCISES[gid]
-        sol = nbformat.v4.new_code_cell(f"### BEGIN SOLUTION\n{answer}\n### END SOLUTION")
-        sol.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False, "grade_id": f"{gid}-answer",
-                                    "schema_version": 3}
-        test = f"from torchlens_widgets.course import check\n\nwith check({gid!r}, points={points}) as c:\n    {visible}\n"
-        if hidden:
-            test += f"    ### BEGIN HIDDEN TESTS\n    {hidden}\n    ### END HIDDEN TESTS\n"
-        cell = nbformat.v4.new_code_cell(test)
-        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": points,
-                                     "grade_id": gid, "schema_version": 3}
-        nb.cells += [sol, cell]
+        nb.cells += exercise_cells(gid)
     nb.cells.append(nbformat.v4.new_code_cell(f"print({AFTER!r})"))  # teaching after the exercises
     nbformat.write(nb, path)
 
 
 def write_notebook(root: Path) -> str:
     """Release a two-notebook course into the server's root (the `lab` fixture's hook)."""
-    from torchlens_widgets.course.release import release_path
-
-    src = root.parent / "source"
-    src.mkdir()
-    _source_notebook(src / "01-alpha.ipynb", "Alpha", ["01-answer", "01-word"])
-    _source_notebook(src / "02-beta.ipynb", "Beta", ["02-only"])
-    release_path(src, root)
-    return "01-alpha.ipynb"
+    return release_course(root, _source_notebook)
 
 
 def _open(page, lab) -> None:

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from .lab import screenshot_on_failure
-from .test_course_sidebar import EXERCISES, SIDEBAR, STUB_MARK, _expand
+from .test_course_sidebar import SIDEBAR, STUB_MARK, _expand, exercise_cells, release_course
 
 pytestmark = pytest.mark.browser
 
@@ -49,33 +49,19 @@ def _source_notebook(path: Path, title: str, grades: list[str]) -> None:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [nbformat.v4.new_markdown_cell(f"# {title}\n\n**Thesis.** {title} in one line.")]
     for gid in grades:
-        points, answer, visible, _ = EXERCISES[gid]
         nb.cells += [nbformat.v4.new_markdown_cell(f"## Before {gid}\n\n{FILLER}"),
                      nbformat.v4.new_code_cell(SETUP),
                      nbformat.v4.new_markdown_cell(f"## {_heading(gid)}\n\nThe statement of {gid}: do what it says."),
                      nbformat.v4.new_markdown_cell("A hint, in a cell of its own."),
-                     nbformat.v4.new_code_cell(SETUP)]
-        sol = nbformat.v4.new_code_cell(f"### BEGIN SOLUTION\n{answer}\n### END SOLUTION")
-        sol.metadata["nbgrader"] = {"grade": False, "solution": True, "locked": False, "grade_id": f"{gid}-answer",
-                                    "schema_version": 3}
-        test = nbformat.v4.new_code_cell(f"from torchlens_widgets.course import check\n\n"
-                                         f"with check({gid!r}, points={points}) as c:\n    {visible}\n")
-        test.metadata["nbgrader"] = {"grade": True, "solution": False, "locked": True, "points": points,
-                                     "grade_id": gid, "schema_version": 3}
-        nb.cells += [sol, test]
+                     nbformat.v4.new_code_cell(SETUP),
+                     *exercise_cells(gid)]
     nb.cells += [nbformat.v4.new_markdown_cell(f"## After the exercises\n\n{FILLER}"), nbformat.v4.new_code_cell(SETUP)]
     nbformat.write(nb, path)
 
 
 def write_notebook(root: Path) -> str:
-    from torchlens_widgets.course.release import release_path
-
-    src = root.parent / "source"
-    src.mkdir()
-    _source_notebook(src / "01-alpha.ipynb", "Alpha", ["01-answer", "01-word"])
-    _source_notebook(src / "02-beta.ipynb", "Beta", ["02-only"])
-    release_path(src, root)
-    return "01-alpha.ipynb"
+    """Release the taller two-notebook course into the server's root (the `lab` fixture's hook)."""
+    return release_course(root, _source_notebook)
 
 
 def _shot(page, name: str) -> None:

@@ -39,7 +39,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 # Fingerprinting every function a first `import torch._dynamo` runs took ~45 s inside a recorded call.
 # The wrapper torch's `_disable_dynamo` puts around a function (its first call imports torch._dynamo).
 _DYNAMO_GATE = getattr(torch._compile._disable_dynamo(lambda: None), "__code__", None)
-_STDLIB = tuple(dict.fromkeys(
+_INSTALLED = tuple(dict.fromkeys(
     [os.path.dirname(os.__file__) + os.sep, *(os.path.join(p, "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix))]))
 
 #: Builtin calls that step around the dispatch observer, by qualified name, with what they do.
@@ -271,7 +271,7 @@ def record(
                         caller.f_code is _RECORD_CODE and code.co_filename in whole)):
                     rec.forbidden.append(f"{code.co_name} (one of the check's own helpers)")
             elif (code.co_argcount, code.co_kwonlyargcount) in shapes and code not in allowed_codes \
-                    and _learner_frame(frame) and not code.co_filename.startswith(_STDLIB) \
+                    and _learner_frame(frame) and not code.co_filename.startswith(_INSTALLED) \
                     and _fingerprint(code) in prints:  # a copy: re-executed from the source, or renamed
                 rec.forbidden.append(f"{code.co_name}, a copy of {prints[_fingerprint(code)]}")
             elif code in escape_codes and _learner_frame(frame.f_back):

@@ -259,6 +259,11 @@ class _CourseHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(payload))
 
+    def _refuse(self, error: object) -> None:
+        """Answer 400 with `{"error": ...}`: what was wrong with the request and what to send instead."""
+        self.set_status(400)
+        self._json({"error": str(error)})
+
     def _body(self, shape: str) -> dict[str, Any]:
         """The request's JSON object; anything else is a CoursePathError naming the `shape` to send."""
         raw = self.request.body or b"{}"
@@ -296,14 +301,12 @@ class ValidateHandler(_CourseHandler):
             body = self._body('{"path": ..., "timeout": seconds (optional)}')
             notebook = course_notebook(course, body.get("path"))
         except CoursePathError as exc:
-            self.set_status(400)
-            self._json({"error": str(exc)})
+            self._refuse(exc)
             return
         limit = self._config.timeout_limit()
         asked = body.get("timeout", limit)
         if isinstance(asked, bool) or not isinstance(asked, (int, float)) or not 0 < asked:
-            self.set_status(400)
-            self._json({"error": f"timeout={asked!r}: give the seconds the run may take (a positive number)"})
+            self._refuse(f"timeout={asked!r}: give the seconds the run may take (a positive number)")
             return
         self._json(await run_validation(notebook, min(float(asked), limit), self._config.cell_timeout))
 
@@ -317,8 +320,7 @@ class ResetHandler(_CourseHandler):
             body = self._body('{"path": ..., "grade_id": ...}')
             result = reset_exercise(course_notebook(course, body.get("path")), body.get("grade_id"))
         except (CoursePathError, ResetError) as exc:
-            self.set_status(400)
-            self._json({"error": str(exc)})
+            self._refuse(exc)
             return
         self._json(result)
 
@@ -334,8 +336,7 @@ class BackupHandler(_CourseHandler):
             body = self._body('{"path": ..., "backup": ...}')
             copy_path = visible_backup(course_notebook(course, body.get("path")), body.get("backup"))
         except (CoursePathError, ResetError) as exc:
-            self.set_status(400)
-            self._json({"error": str(exc)})
+            self._refuse(exc)
             return
         self._json({"backup": str(copy_path), "path": _relative(copy_path, self._root)})
 
