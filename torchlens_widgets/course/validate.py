@@ -25,7 +25,7 @@ __all__ = ["validate_notebook"]
 
 NOT_DONE = "not done yet"  # how a check's message starts when the answer is missing (checks.py)
 HIDDEN_NOTICE = ("this copy's hidden tests run only when the notebook is graded: passing here means the "
-                 "visible tests pass, not that the exercise will")
+                 "visible tests pass; the exercise's points also need its hidden tests to pass")
 
 
 def _source(cell: Any) -> str:
