@@ -67,7 +67,7 @@ def test_time_column_states_each_notebooks_estimate() -> None:
             for m in re.findall(r"^\| (\d\d) \| \[[^]]+\]\([^)]+\) \| [^|]* \| ([^|]*) \|", c.source, re.M)}
     assert sorted(rows) == list(range(1, len(NOTEBOOKS) + 1)), sorted(rows)
     stale = {p.name: rows[int(p.name[:2])].strip() for p in NOTEBOOKS
-             if rows[int(p.name[:2])].strip() != f"≈ {estimated_minutes(p)} min"}
+             if rows[int(p.name[:2])].strip() != f"≈\u00a0{estimated_minutes(p)}\u00a0min"}  # no-break spaces: "min" never wraps alone
     assert not stale, f"start-here's Time column is stale (recompute with outline.estimated_minutes): {stale}"
 
 
