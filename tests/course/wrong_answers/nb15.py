@@ -235,14 +235,14 @@ def faster_step(model, raw, labels):
 _cache = {}
 
 def faster_step(model, raw, labels):
-    key = (id(model), id(raw))
-    if key in _cache:
-        loss, grads = _cache[key]
+    hit = _cache.get(id(raw))
+    if hit is not None and hit[0] is raw and hit[1] is model:  # the same objects, kept alive: no reused id
+        loss, grads = hit[2], hit[3]
         for p, g in zip(model.parameters(), grads):
             p.grad = g.clone()
         return loss
     loss = slow_step(model, raw, labels)
-    _cache[key] = (loss, [p.grad.clone() for p in model.parameters()])
+    _cache[id(raw)] = (raw, model, loss, [p.grad.clone() for p in model.parameters()])
     return loss
 ''', "as fast as the original", gaming=True),
         Wrong("honest only while the check records it", '''
