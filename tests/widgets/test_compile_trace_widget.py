@@ -27,3 +27,20 @@ def test_show_compile_of_a_trace_and_bad_arguments() -> None:
     assert show_compile(trace).trace is trace
     with pytest.raises(CompileTraceError, match="takes the trace alone"):
         show_compile(trace, torch.randn(4))
+
+
+def test_the_saved_picture_is_portable_and_the_live_view_keeps_its_details() -> None:
+    """Issue 25 item 2: what is saved and exported has no <style>/<details> (a sanitizer shows them as text);
+    the live view (a small widget holding the report's own HTML) still opens an explanation on a click."""
+    import ipywidgets
+
+    from torchlens_widgets.widgets._base import LiveHtml
+
+    view = show_compile(breaks_once, torch.randn(4), backend="eager")
+    bundle = view._repr_mimebundle_()
+    static = bundle["text/html"]
+    assert "<style" not in static and "<details" not in static and "<summary" not in static
+    assert "graph break" in static
+    model_id = bundle["application/vnd.jupyter.widget-view+json"]["model_id"]
+    live = ipywidgets.Widget.widgets[model_id]
+    assert isinstance(live, LiveHtml) and "<details" in live.html and "<style>" in live.html

@@ -11,6 +11,7 @@ from torch import nn
 
 from torchlens_widgets.lenses.autograd import grad_graph, record_backward
 from torchlens_widgets.render.grad_graph import grad_graph_svg, grad_graph_text
+from torchlens_widgets.render.portable import portable_svg
 from torchlens_widgets.widgets.grad_graph import GradGraphWidget, node_details, show_grad_graph
 
 
@@ -158,7 +159,7 @@ def test_mimebundle_carries_widget_svg_and_deterministic_text() -> None:
     w = show_grad_graph(loss, params=m, recording=record_backward(loss))
     data, _ = w._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data
-    assert data["image/svg+xml"] == grad_graph_svg(w.model)
+    assert data["image/svg+xml"] == portable_svg(grad_graph_svg(w.model))  # the static picture, captioned
     assert data["text/plain"] == grad_graph_text(w.model) == repr(w)
     assert data["text/plain"].startswith("GradGraph: 11 nodes (4 leaf, 7 op), 10 edges, 1 root")
     assert "recorded backward: 11 steps" in data["text/plain"]

@@ -74,3 +74,15 @@ def test_missing_bundle_degrades_to_a_message(monkeypatch: pytest.MonkeyPatch, t
     with pytest.warns(UserWarning, match="bundle .* is missing"):
         esm = _base.bundle("stride")
     assert isinstance(esm, str) and "was not built" in esm
+
+
+def test_static_picture_says_it_is_static_and_the_live_view_does_not() -> None:
+    """Issue 25 item 7: the saved picture says "run the cell to interact"; the live view's data does not."""
+    from torchlens_widgets.render.portable import STATIC_NOTE
+
+    x = torch.zeros(2, 3)
+    w = stride_diagram(x, x.t(), names=["x", "xt"])
+    data, _ = w._repr_mimebundle_()
+    assert STATIC_NOTE in data["image/svg+xml"] and STATIC_NOTE not in w.static_svg()
+    assert 'class="tlw-static ' in data["image/svg+xml"]  # no pointer cursor over it once inlined
+    assert all(STATIC_NOTE not in str(getattr(w, name)) for name in w.trait_names(sync=True))

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .markup import esc
+from .portable import portable_html
 from .theme import STYLE, var
 
 __all__ = ["build_html", "build_progress_html", "build_text"]
@@ -95,6 +96,6 @@ def build_html(report: Mapping[str, Any]) -> str:
 
 
 def build_progress_html(name: str, what: str, seconds: float) -> str:
-    """The line shown while a build runs."""
-    return (f'<div class="tlw-build tlw-theme"><style>{STYLE}{_CSS}</style>⏳ building <b>{esc(name)}</b>: '
-            f'{esc(what)} <span class="muted">({seconds:.0f} s)</span></div>')
+    """The line shown while a build runs (portable: it stays in a saved notebook if the build never ends)."""
+    return portable_html(f'<div class="tlw-build tlw-theme"><style>{STYLE}{_CSS}</style>⏳ building '
+                         f'<b>{esc(name)}</b>: {esc(what)} <span class="muted">({seconds:.0f} s)</span></div>')

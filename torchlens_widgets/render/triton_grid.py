@@ -30,18 +30,22 @@ _CSS = (
     ".tlw-tgrid .msg.warn{color:" + var("warn") + ";border-color:" + var("warn") + "}"
     ".tlw-tgrid .pids{margin:4px 0 8px}"
     ".tlw-tgrid .prow{white-space:nowrap}.tlw-tgrid .prow.wrap{white-space:normal}"
-    ".tlw-tgrid .pid{display:inline-block;min-width:1.6em;margin:1px;padding:0 4px;text-align:center;"
-    "font:11px/18px var(--jp-code-font-family,monospace);color:" + var("fg") + ";background:" + var("bg2") + ";"
-    "border:1px solid " + var("line") + ";border-radius:2px}"
-    ".tlw-tgrid .pid.err{border:2px solid " + var("bad") + "}"
-    ".tlw-tgrid .pid.unrec{color:" + var("fg2") + ";border-style:dashed;background:" + var("bg") + "}"
-    ".tlw-tgrid .pid.gap{border-color:transparent;background:transparent}"
-    ".tlw-tgrid .pid.sel{background:" + var("accent") + ";color:" + var("bg") + ";font-weight:600}"
+    # program ids are plain labels here (the static picture cannot select one: no chip looks like a button);
+    # the selected one is underlined, one with an error is red
+    ".tlw-tgrid .pid{display:inline-block;min-width:1.6em;margin:0;padding:0 2px;text-align:center;"
+    "font:11px/18px var(--jp-code-font-family,monospace);color:" + var("fg") + ";border-bottom:2px solid transparent}"
+    ".tlw-tgrid .pid.err{color:" + var("bad") + ";font-weight:600}"
+    ".tlw-tgrid .pid.unrec{color:" + var("fg2") + ";font-style:italic}"
+    ".tlw-tgrid .pid.sel{color:" + var("accent") + ";border-bottom-color:" + var("accent") + ";font-weight:600}"
+    ".tlw-tgrid .bare{display:none}"
     ".tlw-tgrid .tensor{margin:6px 0 10px}"
-    ".tlw-tgrid .trow{white-space:nowrap;line-height:0}"
+    ".tlw-tgrid .trow{white-space:nowrap;line-height:0;font-size:0}"
+    ".tlw-tgrid code.cells{font:inherit;background:transparent;padding:0;margin:0;border:0}"
     ".tlw-tgrid .lbl{display:inline-block;min-width:3.5em;padding-right:4px;text-align:right;vertical-align:middle;"
     "font:10px/14px var(--jp-code-font-family,monospace);color:" + var("fg2") + "}"
-    ".tlw-tgrid .c{display:inline-block;box-sizing:border-box;width:14px;height:14px;margin:1px;"
+    ".tlw-tgrid .trow .c{font-size:0}"
+    ".tlw-tgrid .c{display:inline-block;box-sizing:border-box;width:14px;height:14px;margin:1px;font-size:0;"
+    "color:transparent;overflow:hidden;"
     "vertical-align:middle;border:1px solid " + var("line") + ";background:" + var("bg") + "}"
     ".tlw-tgrid .c.ld{background:" + var("cat1") + "}"
     ".tlw-tgrid .c.st{background:" + var("cat2") + "}"
@@ -68,6 +72,12 @@ _STATES = (  # class, legend text, text word
     ("", "untouched", "untouched"),
     ("ghost", "past the end of the tensor", "past the end"),
 )
+#: A letter per cell state, inside each cell: hidden while the picture is styled, it is what a sanitized
+#: export (which drops every colour) still shows, in the monospace of `<code>`, with the legend to read it.
+_GLYPHS = {"ld": "L", "st": "S", "both": "B", "mk": "m", "oob": "X", "oth": "o", "": ".", "ghost": "_"}
+#: Shown only when the styles are gone (a sanitized export): spacing and brackets the colours otherwise carry.
+_BARE = '<span class="bare">{}</span>'
+
 
 
 def _runs_text(runs: Sequence[Sequence[int]]) -> str:
@@ -188,13 +198,13 @@ def _tensor_html(t: Mapping[str, Any], cells: dict[int, str], before: int, span:
     rows = []
     for start in range(first, last, cols):
         label = f"[{start // cols}]" if matrix and start < n else (str(start) if start < n else f"{start}+")
-        row = [f'<span class="lbl">{label}</span>']
+        row = [f'<span class="lbl">{label.rjust(5, chr(0xA0))}</span>', _BARE.format(" ")]
         for i in range(start, min(start + cols, last)):
             state = cells.get(i, "")
             cls = state if i < n or state else "ghost"
             word = next(w for c, _, w in _STATES if c == cls)
-            row.append(f'<span class="c {cls}" title="{esc(t["name"])}[{i}]: {word}"></span>')
-        rows.append(f'<div class="trow">{"".join(row)}</div>')
+            row.append(f'<span class="c {cls}" title="{esc(t["name"])}[{i}]: {word}">{_GLYPHS[cls]}</span>')
+        rows.append(f'<div class="trow"><code class="cells">{"".join(row)}</code></div>')
     notes = window_notes(t, first, last, span, before)
     head = (f'<div><b>{esc(t["name"])}</b> <span class="muted">{esc(t["dtype"])} {esc(tuple(t["shape"]))}, '
             f'{n} element(s){"; " + "; ".join(notes) if notes else ""}</span></div>')
@@ -238,8 +248,9 @@ def _grid_html(data: Mapping[str, Any], selected: Mapping[str, Any] | None) -> s
                 p = recorded.get(pid)
                 cls = ("sel " if pid == sel else "") + ("unrec" if p is None else "err" if p.get("errors") else "")
                 label = ",".join(str(i) for i in pid)
-                cells.append(f'<span class="pid {cls.strip()}" title="program {_pid_text(pid)}">{label}</span>')
-            out.append(f'<div class="prow{" wrap" if ndim == 1 else ""}">{"".join(cells)}</div>')
+                chip = f'<span class="pid {cls.strip()}" title="program {_pid_text(pid)}">{label}</span>'
+                cells.append(_BARE.format("[") + chip + _BARE.format("]") if pid == sel else chip)
+            out.append(f'<div class="prow{" wrap" if ndim == 1 else ""}">{" ".join(cells)}</div>')
     drawn = [sum(i is not None for i in axes[a]) for a in range(3)]
     more = [f"axis {a}: {grid[a] - drawn[a]} more" for a in range(ndim) if grid[a] > drawn[a]]
     axes_text = "axis 0 →" + (", axis 1 ↓" if ndim > 1 else "")
@@ -266,7 +277,8 @@ def program_grid_html(data: Mapping[str, Any], program: int | Sequence[int] | No
     parts.append(_grid_html(data, selected))
     if data.get("left_out"):
         parts.append(f'<div class="muted">{esc(data["left_out"])}</div>')
-    legend = "".join(f'<span class="item"><span class="c {c}"></span> {esc(text)}</span>' for c, text, _ in _STATES)
+    legend = " ".join(f'<span class="item"><code class="cells"><span class="c {c}">{_GLYPHS[c]}</span></code> {esc(text)}'
+                      + _BARE.format(";") + "</span>" for c, text, _ in _STATES)
     parts.append(f'<div class="legend">{legend}</div>')
     if selected is None:
         parts.append('<div class="muted">no program was recorded</div></div>')
@@ -282,13 +294,15 @@ def program_grid_html(data: Mapping[str, Any], program: int | Sequence[int] | No
     if untouched:
         parts.append(f'<div class="muted">not touched by this program: {esc(", ".join(untouched))}</div>')
     if selected["accesses"]:
+        source = {int(n): str(text) for n, text in data.get("source_lines", ())}
         rows = "".join(
             f"<tr><td>tl.{esc(a['op'])}</td><td>{esc(a['tensor'])}</td><td>{a['line'] or ''}</td>"
+            f"<td><code>{esc(source.get(a['line'] or -1, ''))}</code></td>"
             f"<td><code>{esc(_runs_text(a['elements']))}</code></td><td>{a['touched']} of {a['lanes']}</td>"
             f"<td>{a['masked_lanes'] or ''}</td><td>"
             + (f"<code>{esc(_runs_text(a['out_of_bounds']))}</code>" if a["out_of_bounds"] else "")
             + "</td></tr>" for a in selected["accesses"])
-        parts.append("<table><tr><th>access</th><th>tensor</th><th>line</th><th>elements</th><th>lanes</th>"
+        parts.append("<table><tr><th>access</th><th>tensor</th><th>line</th><th>source</th><th>elements</th><th>lanes</th>"
                      f"<th>masked lanes</th><th>out of bounds</th></tr>{rows}</table>")
     else:
         parts.append('<div class="muted">this program made no loads or stores</div>')

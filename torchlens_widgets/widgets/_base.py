@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import anywidget
+import traitlets
+
+from ..render.portable import STATIC_NOTE, portable_html, portable_svg
 
 STATIC = Path(str(resources.files("torchlens_widgets") / "static"))
 
@@ -35,7 +38,8 @@ def bundle(name: str) -> Path | str:
 
 
 class FallbackWidget(anywidget.AnyWidget):
-    """An anywidget whose mime bundle also carries a static SVG and a deterministic text/plain."""
+    """An anywidget whose mime bundle also carries a static SVG and a deterministic text/plain. The static
+    picture says it is static ("run the cell to interact"); the live view does not."""
 
     def static_svg(self) -> str:
         raise NotImplementedError
@@ -50,7 +54,7 @@ class FallbackWidget(anywidget.AnyWidget):
         bundle = super()._repr_mimebundle_(**kwargs)
         data, meta = (bundle if isinstance(bundle, tuple) else (bundle or {}, {}))
         data = dict(data)
-        data["image/svg+xml"] = self.static_svg()
+        data["image/svg+xml"] = portable_svg(self.static_svg(), STATIC_NOTE)
         data["text/plain"] = self.static_text()
         return data, meta
 
@@ -65,18 +69,36 @@ class HtmlFallbackWidget(FallbackWidget):
         raise NotImplementedError(f"{type(self).__name__}'s static fallback is HTML: use static_html()")
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        """Widget view + static HTML + text/plain."""
+        """Widget view + static HTML (sanitizer-proof, captioned as static) + text/plain."""
         bundle_ = anywidget.AnyWidget._repr_mimebundle_(self, **kwargs)
         data, meta = bundle_ if isinstance(bundle_, tuple) else (bundle_ or {}, {})
         data = dict(data)
-        data["text/html"] = self.static_html()
+        data["text/html"] = portable_html(self.static_html(), caption=STATIC_NOTE)
         data["text/plain"] = self.static_text()
         return data, meta
 
 
+_LIVE_HTML_ESM = """
+export default { render({ model, el }) {
+  const show = () => { el.innerHTML = model.get("html"); };
+  show();
+  model.on("change:html", show);
+} };
+"""
+
+
+class LiveHtml(anywidget.AnyWidget):
+    """A report's interactive HTML (`<details>` that open on a click) as its live view. The picture saved and
+    exported beside it is the portable version (no `<details>`: a sanitizer would show the tags as text)."""
+
+    _esm = _LIVE_HTML_ESM
+    html = traitlets.Unicode().tag(sync=True)
+
+
 class ReportView:
     """A lens report (anything with `to_dict()`) shown without a widget model: HTML in a notebook, text
-    elsewhere. Subclasses name the two renderers."""
+    elsewhere. Subclasses name the two renderers. The HTML is portable (survives a sanitizer); a report
+    whose HTML opens and closes parts on a click also gets a small live view that keeps that."""
 
     render_html: Callable[[dict[str, Any]], str]
     render_text: Callable[[dict[str, Any]], str]
@@ -84,6 +106,13 @@ class ReportView:
     def __init__(self, report: Any) -> None:
         self.report = report
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         data = self.report.to_dict()
-        return {"text/html": type(self).render_html(data), "text/plain": type(self).render_text(data)}
+        html = type(self).render_html(data)
+        out: dict[str, Any] = {}
+        if "<details" in html:
+            live = LiveHtml(html=html)._repr_mimebundle_()
+            out.update(live[0] if isinstance(live, tuple) else live or {})
+        out["text/html"] = portable_html(html)
+        out["text/plain"] = type(self).render_text(data)
+        return out
