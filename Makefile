@@ -13,7 +13,7 @@ NBVAL_ENV := TORCHLENS_CHECK_TRACEBACK=message
 # `tools/timed PHASE cmd`: each phase's seconds go to .test-cache/phases.txt, printed when `make test` ends
 TIMED  := tools/timed
 
-.PHONY: course env test test-phases-reset test-builds-reset lint test-js test-unit test-wrong-answers test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
+.PHONY: course env test test-phases-reset test-builds-reset lint test-js test-unit test-wrong-answers test-wrong-answers-all test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
@@ -63,9 +63,13 @@ test-unit: env sandbox-deps
 	  -m "not browser and not recorder" --ignore tests/course/test_wrong_answers.py tests
 
 # Every exercise's stub, wrong answers and reference, one kernel per notebook (tests/course/wrong_answers).
+# `make test` runs three wrong answers per exercise (one gaming), a sample fixed by the commit: another commit,
+# another sample. `make test-wrong-answers-all` runs every one of them (about twice as long).
+WRONG_ANSWERS := $(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=8 tests/course/test_wrong_answers.py
 test-wrong-answers: env
-	$(TIMED) test-wrong-answers $(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=8 \
-	  tests/course/test_wrong_answers.py
+	$(TIMED) test-wrong-answers env TORCHLENS_WRONG_ANSWER_SAMPLE="$$(git rev-parse HEAD 2>/dev/null || echo local)" $(WRONG_ANSWERS)
+test-wrong-answers-all: env
+	$(WRONG_ANSWERS)
 
 # Before a GPU session records (tools/record_gpu.py): every topic's dry run, the compile-heavy ones included.
 test-recorder: env
