@@ -53,6 +53,7 @@ def test_source_is_shaded_by_graph_and_the_break_opens_to_its_reasons() -> None:
     text = "".join(why.itertext())
     assert "Failed to trace builtin operator" in text and "Avoid calling builtin" in text
     assert 'print(&quot;a &lt; b&quot;)' in html  # the learner's code, escaped
+    assert "Avoid calling builtin <code>print</code>" in html and "`" not in text  # torch's backticks set as code
 
 
 def test_guards_recompiles_and_kernels_are_listed() -> None:

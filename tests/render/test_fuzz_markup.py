@@ -158,3 +158,11 @@ def test_esc_makes_invalid_characters_visible_and_keeps_the_rest() -> None:
     assert esc("half\ud800pair") == "half\\ud800pair"
     assert esc("<a href='x'>") == "&lt;a href=&#x27;x&#x27;&gt;"
     assert esc("tab\tnew\nline") == "tab\tnew\nline"  # allowed in XML: kept
+
+
+def test_backticked_spans_become_code_and_stay_escaped() -> None:
+    from torchlens_widgets.render.markup import esc_ticks
+
+    assert esc_ticks("use `torch._dynamo.config.x = 1` here") == "use <code>torch._dynamo.config.x = 1</code> here"
+    assert esc_ticks("`<script>`") == "<code>&lt;script&gt;</code>"
+    assert esc_ticks("a lone ` tick") == "a lone ` tick"

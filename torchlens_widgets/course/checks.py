@@ -40,6 +40,9 @@ from .trusted import LENSES, GraderClass
 __all__ = ["Check", "CheckFailed", "Hint", "check", "strict_mismatch"]
 
 _PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
+#: A check's message in Lab: wrapped at spaces, a word broken only when it cannot fit (Lab's own <pre> rule breaks
+#: every word anywhere, mid-name).
+_PRE = "white-space:pre-wrap;word-break:normal;overflow-wrap:anywhere"
 Hint = str | Sequence[str] | None
 
 # Failures per grade_id in this kernel: the tier of hint each check shows next.
@@ -762,7 +765,7 @@ class check(metaclass=GraderClass):
         bad = "var(--jp-error-color0, #b42318)"
         _display(
             f'<div style="color:{bad}">✗ <b>{html.escape(c.grade_id)}</b> failed (0/{self._points()})</div>'
-            f'<pre style="white-space:pre-wrap">{html.escape(message)}</pre>{detail}',
+            f'<pre style="{_PRE}">{html.escape(message)}</pre>{detail}',
             f"✗ {c.grade_id} failed (0/{self._points()})\n{message}",
             {"grade_id": c.grade_id, "passed": False, "points": c.points, "earned": 0, "message": message,
              "not_done": not_done},

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .markup import esc
+from .markup import esc, esc_ticks
 from .theme import STYLE, var
 
 __all__ = ["compile_html", "compile_text"]
@@ -83,9 +83,9 @@ def _source(t: Mapping[str, Any]) -> str:
             if key in seen:
                 continue
             seen.add(key)
-            hints = "".join(f"<li>{esc(h)}</li>" for h in b["hints"])
+            hints = "".join(f"<li>{esc_ticks(h)}</li>" for h in b["hints"])
             rows.append(f'<details class="why"><summary class="brk">why: {esc(b["kind"])}</summary>'
-                        f"<div>{esc(b['explanation'])}</div>" + (f"<div>torch's hints:</div><ul>{hints}</ul>" if hints
+                        f"<div>{esc_ticks(b['explanation'])}</div>" + (f"<div>torch's hints:</div><ul>{hints}</ul>" if hints
                                                                    else "") + "</details>")
     return f'<div class="src">{"".join(rows)}</div>'
 
@@ -96,8 +96,8 @@ def _elsewhere(t: Mapping[str, Any]) -> str:
     if not out:
         return ""
     items = "".join(f'<details class="why"><summary class="brk">{esc(b["function"])}, line {b["line"]}: '
-                    f'{esc(b["kind"])}</summary><pre>{esc(b["code"])}</pre><div>{esc(b["explanation"])}</div>'
-                    + "".join(f"<div>hint: {esc(h)}</div>" for h in b["hints"]) + "</details>" for b in out)
+                    f'{esc(b["kind"])}</summary><pre>{esc(b["code"])}</pre><div>{esc_ticks(b["explanation"])}</div>'
+                    + "".join(f"<div>hint: {esc_ticks(h)}</div>" for h in b["hints"]) + "</details>" for b in out)
     return f"<div>Breaks in code it calls:</div>{items}"
 
 

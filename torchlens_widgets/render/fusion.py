@@ -30,8 +30,10 @@ _CSS = (
     ".tlw-fusion th{font-weight:600;border-bottom:1px solid " + var("line") + "}"
     ".tlw-theme.tlw-fusion table td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}"
     ".tlw-fusion code,.tlw-fusion pre{font:12px var(--jp-code-font-family,monospace)}"
-    ".tlw-fusion pre{max-width:640px;max-height:320px;overflow:auto;margin:2px 0;padding:4px;background:" + var("bg2")
-    + ";color:" + var("fg") + "}"
+    # Lab's output area wraps a <pre> anywhere (word-break:break-all), mid-number in generated code: keep the lines
+    # whole and scroll them inside a box narrow enough not to widen the table
+    ".tlw-fusion pre{max-width:36em;max-height:320px;overflow:auto;margin:2px 0;padding:4px;white-space:pre;"
+    "word-break:normal;overflow-wrap:normal;background:" + var("bg2") + ";color:" + var("fg") + "}"
     ".tlw-fusion .bar{display:block;height:7px;margin:2px 0;min-width:1px}"
     ".tlw-fusion .bar.r{background:" + var("cat1") + "}"
     ".tlw-fusion .bar.w{background:" + var("cat2") + "}"
