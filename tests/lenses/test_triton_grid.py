@@ -135,7 +135,7 @@ def test_unmasked_load_past_the_end_is_an_error_the_interpreter_does_not_raise()
     err = grid.errors[0]
     assert (err.program, err.op, err.tensor, expand(err.indices), err.lanes) == ((0,), "load", "x_ptr",
                                                                                   list(range(10, 16)), 6)
-    assert "program (0,)" in err.message and "x_ptr[10..15]" in err.message and "without a mask" in err.message
+    assert "program (0,)" in err.message and "x_ptr[10..15]" in err.message and "no lane of it was masked off" in err.message
     assert err.line is not None and f"line {err.line}" in err.message
     load = grid.programs[0].accesses[0]
     assert load.indices() == list(range(10)) and expand(load.out_of_bounds) == list(range(10, 16))
@@ -147,6 +147,16 @@ def test_unmasked_load_past_the_end_is_an_error_the_interpreter_does_not_raise()
 def far_read(x_ptr, y_ptr, out_ptr, FAR: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(out_ptr + offs, tl.load(x_ptr + FAR + offs) + tl.load(y_ptr + offs))
+
+
+def test_a_mask_that_is_present_but_off_by_one_is_not_called_no_mask() -> None:
+    """add_kernel with n one past x's end: the mask switches off 5 of 16 lanes and leaves lane 10 on."""
+    x, y, out = torch.arange(10.0), torch.ones(10), torch.zeros(10)
+    grid = program_grid(add_kernel, (1,), x, y, out, 11, BLOCK=16)
+    assert not grid.ok
+    message = grid.errors[0].message
+    assert "x_ptr[10]" in message and "left on by a mask that switched off 5 other lane(s)" in message, message
+    assert "no lane of it was masked off" not in message
 
 
 def test_bounds_are_the_tensor_passed_not_the_storage_under_it() -> None:

@@ -65,7 +65,7 @@ def lens_data() -> dict[str, dict[str, Any]]:
         for p in range(3)])
     oob_error = {"program": [0], "op": "load", "tensor": "x_ptr", "line": 7, "indices": [[10, 16]], "lanes": 6,
                  "message": "program (0,): tl.load at line 7 reads x_ptr[10..15], 6 lane(s) outside every tensor "
-                            "argument (x_ptr has 10 elements), without a mask -- tl.load(x_ptr + offs)"}
+                            "argument (x_ptr has 10 elements), and no lane of it was masked off -- tl.load(x_ptr + offs)"}
     oob = _grid("copy_unmasked", [2], [_tensor("x_ptr", (10,)), _tensor("out_ptr", (16,))], [
         {"pid": [0], "errors": 1, "accesses": [_access("load", "x_ptr", [[0, 10]], oob=[[10, 16]], lanes=16),
                                                _access("store", "out_ptr", [[0, 16]], lanes=16, line=8)]},

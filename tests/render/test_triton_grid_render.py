@@ -37,7 +37,7 @@ OOB = ADD | {
                                                         _access("store", "out_ptr", [[0, 10]], lanes=16)]}],
     "errors": [{"program": [0], "op": "load", "tensor": "x_ptr", "line": 7, "indices": [[10, 16]], "lanes": 6,
                 "message": "program (0,): tl.load at line 7 reads x_ptr[10..15], 6 lane(s) outside every tensor "
-                           "argument (x_ptr has 10 elements), without a mask -- tl.load(x_ptr + offs) < 1"}],
+                           "argument (x_ptr has 10 elements), and no lane of it was masked off -- tl.load(x_ptr + offs) < 1"}],
     "errors_total": 1,
 }
 TILES = ADD | {"kernel": "tiles", "grid": [2, 2], "num_programs": 4, "tensors": [_tensor("m", 12, (3, 4))],
@@ -91,7 +91,7 @@ def test_out_of_bounds_cells_and_the_error_are_shown_escaped() -> None:
     root = _parse(html)
     assert _titles(root, "oob") == [f"x_ptr[{i}]: OUT OF BOUNDS" for i in range(10, 16)]
     text = "".join(root.itertext())
-    assert "x_ptr[10..15]" in text and "without a mask" in text and "&lt; 1" in html
+    assert "x_ptr[10..15]" in text and "no lane of it was masked off" in text and "&lt; 1" in html
     assert _cells(root, "err") and _cells(root, "sel")  # the program with the error is the default
 
 

@@ -386,7 +386,7 @@ class _Recorder:
         record = pid in self.order
         line = self.line()
         if oob.any():
-            self._error(pid, op, primary, line, addr[oob], itemsize)
+            self._error(pid, op, primary, line, addr[oob], itemsize, masked=int((~on).sum()))
         if record and primary >= 0:
             accesses = self.programs.setdefault(pid, [])
             for i in sorted(set(home.tolist())):
@@ -399,7 +399,9 @@ class _Recorder:
         return (on & ~oob).reshape(np.shape(ptrs)) if oob.any() else None
 
     def _error(self, pid: tuple[int, ...], op: str, primary: int, line: int | None, addr: np.ndarray,
-               itemsize: int) -> None:
+               itemsize: int, masked: int = 0) -> None:
+        """Record lanes outside every tensor. `masked`: lanes this access's mask switched off (a mask that is present
+        but wrong is told apart from no mask at all)."""
         self.errors_total += 1
         self.errors_per_program[pid] = self.errors_per_program.get(pid, 0) + 1
         if len(self.errors) >= MAX_ERRORS:
@@ -415,7 +417,9 @@ class _Recorder:
         self.errors.append(BoundsError(
             program=pid, op=op, tensor=name, line=line, indices=runs, lanes=int(addr.size),
             message=(f"program {pid}: tl.{op}{where} {verb} {name}[{format_runs(runs)}], {addr.size} lane(s) "
-                     f"outside every tensor argument{size}, without a mask" + (f" -- {src}" if src else ""))))
+                     f"outside every tensor argument{size}, " + (f"left on by a mask that switched off {masked} other lane(s)"
+                                                         if masked else "and no lane of it was masked off")
+                     + (f" -- {src}" if src else ""))))
 
     def helper(self, fn: Any) -> None:
         """A @triton.jit function called from the kernel (tl.max, tl.softmax, your own helpers)."""
