@@ -542,3 +542,18 @@ def test_answered_release_types_in_the_reference_answers_or_given_ones() -> None
     assert "f() != 2" not in full.cells[1].source
     assert answered_release(source, {"x-answer": "f = None"}).cells[0].source == "f = None"
     assert "return 1" in source.cells[0].source and "BEGIN SOLUTION" in source.cells[0].source  # source unchanged
+
+
+def test_a_released_notebook_carries_the_kernel_metadata_lab_would_write(tmp_path: Path) -> None:
+    """Lab rewrites a notebook's kernelspec and language_info on opening when they differ from the kernel's:
+    the course copies already hold this machine's, so an untouched notebook does not open as unsaved."""
+    import platform
+
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    src = Path(__file__).parents[2] / "notebooks" / "start-here.ipynb"
+    release_path(src, tmp_path)
+    meta = nbformat.read(tmp_path / src.name, as_version=4).metadata
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert meta.kernelspec == {"display_name": spec.display_name, "language": "python", "name": "python3"}
+    assert meta.language_info["version"] == platform.python_version() and meta.language_info["name"] == "python"

@@ -26,6 +26,7 @@ from .markers import HIDDEN_PLACEHOLDER, STUB_MESSAGE
 __all__ = [
     "CODE_STUB",
     "TEXT_STUB",
+    "for_this_kernel",
     "ReleaseError",
     "ReleaseResult",
     "release_notebook",
@@ -256,6 +257,27 @@ def _atomic_write(path: Path, text: str, mode: int | None = None) -> None:
         raise
 
 
+def for_this_kernel(nb: NotebookNode) -> NotebookNode:
+    """`nb` with the kernel metadata JupyterLab would write on opening it here (the python3 kernel's display name,
+    this interpreter's version): otherwise Lab rewrites it at once and a notebook nobody touched shows as unsaved."""
+    import platform
+
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        spec = KernelSpecManager().get_kernel_spec("python3")
+        kernelspec = {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
+    except Exception:  # no jupyter_client, or no python3 kernel: keep what the source says
+        kernelspec = dict(nb.metadata.get("kernelspec", {}))
+    info = dict(nb.metadata.get("language_info", {}))
+    if info.get("name") == "python":
+        info["version"] = platform.python_version()
+    nb.metadata["kernelspec"] = kernelspec
+    if info:
+        nb.metadata["language_info"] = info
+    return nb
+
+
 def release_path(src: Path | str, dst: Path | str, force: bool = False) -> ReleaseResult:
     """Release a notebook file or a directory of them (recursively, keeping the layout) into ``dst``.
 
@@ -290,7 +312,7 @@ def release_path(src: Path | str, dst: Path | str, force: bool = False) -> Relea
             nb = nbformat.read(s, as_version=4)
         except Exception as exc:  # bad JSON, not a notebook, unreadable
             raise ReleaseError(f"cannot read notebook: {exc}", str(s)) from exc
-        text = nbformat.writes(release_notebook(nb, name=str(s)))
+        text = nbformat.writes(for_this_kernel(release_notebook(nb, name=str(s))))
         for i, cell in enumerate(nb.cells):
             gid = _nbgrader(cell).get("grade_id")
             if gid is None:
