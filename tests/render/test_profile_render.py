@@ -155,3 +155,18 @@ def test_the_widget_fixture_is_current() -> None:
     m = fixture_model()
     assert json.loads((FIXTURES / "ptrace_model.json").read_text()) == json.loads(json.dumps(m))
     assert (FIXTURES / "ptrace_model.svg").read_text() == profile_svg(m, "aten::mm") + "\n"
+
+
+def test_a_row_whose_spans_are_more_than_its_calls_says_why() -> None:
+    """torch counts aten::mul inside aten::mul (its only child) as one call: 2 spans, 1 call; the tip says so."""
+    from torchlens_widgets.render.profile import calls_tip
+
+    doc = {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 1, "dur": 8},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 20, "dur": 5}]}
+    row = next(r for r in profile_model(load_profile(doc))["table"] if r["name"] == "aten::mul")
+    assert (row["count"], row["drawn"]) == (1, 2)
+    assert "2 spans for 1 calls" in calls_tip(row) and "only child" in calls_tip(row)
+    assert "2 spans for 1 calls" in profile_html(load_profile(doc))
+    assert calls_tip({"category": "cpu_op", "count": 3, "drawn": 3}) == "cpu_op"

@@ -232,11 +232,21 @@ def profile_svg(trace: Any, selected: str | None = None) -> str:
     return "".join(out)
 
 
+def calls_tip(r: Mapping[str, Any]) -> str:
+    """A table row's tooltip: its category, and why its spans drawn (those a click lights) are not its calls."""
+    if r["drawn"] < r["count"]:
+        return f"{r['category']}; {r['drawn']:,} of {r['count']:,} calls drawn (the rest were left out of the picture)"
+    if r["drawn"] > r["count"]:
+        return (f"{r['category']}; {r['drawn']:,} spans for {r['count']:,} calls: as torch's key_averages does, a span "
+                "that is the only child of a span of the same name is one call with it")
+    return str(r["category"])
+
+
 def _table_html(m: Mapping[str, Any], selected: str | None, rows: int) -> str:
     out = ['<table class="tlw-ptable"><thead><tr><th class="name">name</th><th>calls</th><th>self µs</th>'
            '<th>total µs</th><th>mean µs</th></tr></thead><tbody>']
     for r in m["table"][:rows]:
-        tip = f"{r['category']}; {r['drawn']:,} of {r['count']:,} calls drawn" if r["drawn"] != r["count"] else r["category"]
+        tip = calls_tip(r)
         out.append(f'<tr class="tlw-row{" tlw-sel" if r["name"] == selected else ""}" data-name="{_esc(r["name"])}" '
                    f'title="{_esc(tip)}"><td class="name">{_esc(short_label(r["name"], NAME_W))}</td><td>{r["count"]:,}</td>'
                    f'<td>{_fmt(r["self"])}</td><td>{_fmt(r["total"])}</td><td>{_fmt(r["mean"])}</td></tr>')
