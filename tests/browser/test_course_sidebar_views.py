@@ -1,4 +1,5 @@
-"""The course sidebar's actions keep the learner's place (issue 25, items 1, 6 and 8).
+"""The course sidebar's actions keep the learner's place (issue 25, items 1, 6 and 8); an opened notebook is not
+unsaved (item 10).
 
 Notebook 7: opening an exercise from the sidebar stays in the page's own notebook (no second browser tab, the
 notebook panel still there) and shows the exercise; "Course: next exercise", Validate and Reset work there too.
@@ -208,6 +209,14 @@ def test_jupyterlab_opens_on_the_heading_keeps_the_view_after_reset_and_opens_th
               (w.content.activeCell?.model.getMetadata('nbgrader') || {}).grade_id === '01-word-answer'; }""")
         before = _in_view(page, "01-word")
         _shot(page, "item6-lab-open-exercise-after.png")
+        # item 10: with their kernels up, neither notebook (opened, never edited) shows as unsaved: Lab rewrote the
+        # kernelspec and language_info of a copy whose metadata was not this kernel's
+        page.wait_for_function("""() => [...window.jupyterapp.shell.widgets('main')].filter(w => w.sessionContext)
+            .every(w => w.sessionContext.session?.kernel?.status === 'idle')""", timeout=60_000)
+        time.sleep(1.0)
+        assert page.evaluate("""() => [...window.jupyterapp.shell.widgets('main')].filter(w => w.context)
+            .map(w => [w.context.path, w.context.model.dirty])""") == [["02-beta.ipynb", False],
+                                                                      ["01-alpha.ipynb", False]]
         # opening it again (already open) brings the same panel forward, not a second one
         page.click(f"{SIDEBAR} [data-key='ex:01-answer']")
         _in_view(page, "01-answer")

@@ -270,8 +270,14 @@ def for_this_kernel(nb: NotebookNode) -> NotebookNode:
     except Exception:  # no jupyter_client, or no python3 kernel: keep what the source says
         kernelspec = dict(nb.metadata.get("kernelspec", {}))
     info = dict(nb.metadata.get("language_info", {}))
-    if info.get("name") == "python":
-        info["version"] = platform.python_version()
+    if kernelspec.get("language") == "python":
+        try:  # what ipykernel's kernel_info reply holds, which Lab writes into the notebook
+            from ipykernel.ipkernel import IPythonKernel
+
+            info = dict(IPythonKernel.language_info)
+        except Exception:
+            if info.get("name") == "python":
+                info["version"] = platform.python_version()
     nb.metadata["kernelspec"] = kernelspec
     if info:
         nb.metadata["language_info"] = info
