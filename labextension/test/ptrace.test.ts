@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import widget from "../src/ptrace/index";
 import { fitWidth, fmt, isPtraceModel, shortLabel, spanBox, type PtraceModel } from "../src/ptrace/model";
-import { renderTrace } from "../src/ptrace/render";
+import { callsTip, renderTrace } from "../src/ptrace/render";
 import { FakeModel } from "./fake_model";
 import modelJson from "./fixtures/ptrace_model.json";
 import pythonSvg from "./fixtures/ptrace_model.svg?raw";
@@ -158,5 +158,47 @@ describe("ptrace fitWidth", () => {
     Object.defineProperty(host, "clientWidth", { value: 512 });
     renderTrace(host, model);
     expect(host.querySelector("svg")!.getAttribute("width")).toBe("500");
+  });
+});
+
+describe("ptrace zoom (issue 25 item 5)", () => {
+  it("shows a time range: spans out of it left out, the rest clipped to the plot, ticks relabelled, reset", () => {
+    const { el, view } = draw();
+    const m = model();
+    const all = el.querySelectorAll("rect.tlw-span").length;
+    const ticks = () => [...el.querySelectorAll("svg text.tlw-tick-label")].map((t) => Number(t.textContent!.replace(/,/g, "")));
+    const before = ticks();
+    const end = (m.width - m.right - m.left) / m.scale;
+    view.zoom(end * 0.25, end * 0.5);
+    const shown = [...el.querySelectorAll("rect.tlw-span")];
+    expect(shown.length).toBeGreaterThan(0);
+    expect(shown.length).toBeLessThan(all);
+    for (const r of shown) {
+      expect(Number(r.getAttribute("x"))).toBeGreaterThanOrEqual(m.left);
+      expect(Number(r.getAttribute("x")) + Number(r.getAttribute("width"))).toBeLessThanOrEqual(m.width - m.right + 0.01);
+      const s = m.spans[Number(r.getAttribute("data-i"))]!;
+      expect(s[2] + s[3]).toBeGreaterThanOrEqual(end * 0.25);
+      expect(s[2]).toBeLessThanOrEqual(end * 0.5);
+    }
+    const t = ticks();
+    expect(t[0]).toBeGreaterThanOrEqual(end * 0.25);
+    expect(t[t.length - 1]).toBeLessThanOrEqual(end * 0.5);
+    // a selection made while zoomed lights what is in view; the caption counts every span of the name
+    view.select("aten::mm");
+    expect(el.querySelector(".tlw-ptrace-right .tlw-note")!.textContent).toContain(`${spansNamed("aten::mm").length} span`);
+    el.querySelector<HTMLButtonElement>("button.tlw-zoom-reset")!.click();
+    expect(ticks()).toEqual(before);
+    expect(el.querySelectorAll("rect.tlw-span")).toHaveLength(all);
+    expect(lit(el)).toEqual(spansNamed("aten::mm"));
+  });
+});
+
+describe("the table's tooltip", () => {
+  it("says why a name has more spans than calls, as Python's calls_tip does", () => {
+    expect(callsTip({ category: "cpu_op", count: 12, drawn: 13 })).toBe(
+      "cpu_op; 13 spans for 12 calls: as torch's key_averages does, a span that is the only child of a span of " +
+        "the same name is one call with it");
+    expect(callsTip({ category: "cpu_op", count: 3, drawn: 2 })).toContain("2 of 3 calls drawn");
+    expect(callsTip({ category: "cpu_op", count: 3, drawn: 3 })).toBe("cpu_op");
   });
 });

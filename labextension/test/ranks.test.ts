@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import widget from "../src/ranks/index";
-import { describe as describeComm, fitWidth, isRanksModel, renderRanks, type RanksModel } from "../src/ranks/render";
+import { niceStep, tickValues } from "../src/common/zoom";
+import { describe as describeComm, fitWidth, fullRange, isRanksModel, renderRanks, zoomTo, type RanksModel } from "../src/ranks/render";
 import { FakeModel } from "./fake_model";
 import models from "./fixtures/ranks_models.json";
 
@@ -110,9 +111,9 @@ const sources = import.meta.glob("../../torchlens_widgets/static/ranks.js", { qu
 const BUNDLE = "../../torchlens_widgets/static/ranks.js";
 
 describe.skipIf(!loaders[BUNDLE])("built bundle torchlens_widgets/static/ranks.js", () => {
-  it("imports nothing, loads nothing from the network, stays under 12 KB, and draws the model", async () => {
+  it("imports nothing, loads nothing from the network, stays under 16 KB, and draws the model", async () => {
     const text = sources[BUNDLE] as string;
-    expect(new TextEncoder().encode(text).length).toBeLessThanOrEqual(12 * 1024);
+    expect(new TextEncoder().encode(text).length).toBeLessThanOrEqual(16 * 1024); // 12 KB before the zoom
     expect(text).not.toMatch(/\bimport\s*[\s{*"'(]/);
     expect(text).not.toMatch(/https?:\/\/(?!www\.w3\.org)/);
     const mod = (await loaders[BUNDLE]!()) as { default: { render: typeof widget.render } };
@@ -145,5 +146,126 @@ describe("fitWidth", () => {
     Object.defineProperty(host, "clientWidth", { value: 600 });
     renderRanks(host, DDP);
     expect(host.querySelector("svg")!.getAttribute("width")).toBe("600");
+  });
+});
+
+/** A picture laid out at 1:1 (jsdom lays nothing out): the SVG's box is its viewBox, from the left of the page. */
+function laidOut(svg: SVGSVGElement, w: number, h: number): void {
+  svg.getBoundingClientRect = () => ({ left: 0, top: 0, width: w, height: h, right: w, bottom: h, x: 0, y: 0, toJSON: () => ({}) });
+}
+
+const tickNums = (host: Element) =>
+  [...host.querySelectorAll("svg text.tlw-tick-label")].map((t) => Number(t.textContent!.replace(/,/g, "")));
+
+describe("the cut and the zoom (issue 25 item 5)", () => {
+  it("starts the FSDP axis after rank 0 started, says so under the lanes, marks the clipped all-gather", () => {
+    const [a, b] = fullRange(FSDP);
+    expect(a).toBeGreaterThan(100); // ms: rank 0 started ~102.6 ms after rank 1
+    expect(b - a).toBeLessThan(80);
+    const { host } = draw(FSDP);
+    const ticks = tickNums(host);
+    expect(ticks[0]).toBeGreaterThanOrEqual(a);
+    expect(host.querySelector("svg .tlw-axis-label")!.textContent).toBe("it 0 iteration (ms)");
+    expect(host.querySelector("svg .tlw-cut-note")!.textContent).toMatch(/^axis starts at 101\.9 ms: rank 0 started 102\.6 ms after rank 1/);
+    expect(host.querySelectorAll("svg path.tlw-cut-mark")).toHaveLength(1);
+    // the info line describes the first span before any hover
+    expect(host.querySelector(".tlw-ranks-info")!.textContent).toBe(`${describeComm(FSDP.comms[0]!)} — hover a span for its own`);
+    for (const t of host.querySelectorAll("svg text.tlw-comm-label")) expect(t.textContent).not.toMatch(/^.{1,3}…$/);
+  });
+
+  it("zoomTo keeps what is in range, clipped and marked, with labels picked again and new ticks", () => {
+    const [a, b] = fullRange(FSDP);
+    expect(zoomTo(FSDP, a, b)).toBe(FSDP);
+    const lo = a + (b - a) * 0.3, hi = a + (b - a) * 0.4;
+    const z = zoomTo(FSDP, lo, hi);
+    const right = FSDP.width - 16;
+    expect(z.comms.length).toBeGreaterThan(0);
+    expect(z.comms.length).toBeLessThan(FSDP.comms.length);
+    for (const c of [...z.comms, ...z.nodes]) {
+      expect(c.x).toBeGreaterThanOrEqual(FSDP.left);
+      expect(c.x + c.w).toBeLessThanOrEqual(right + 0.01);
+    }
+    for (const c of z.comms) if (c.short) expect(c.texts).toContain(c.short);
+    expect(z.comms.some((c) => c.short.length > 4)).toBe(true); // wider spans: longer labels
+    const labels = z.ticks.map((t) => Number(t.label));
+    expect(labels[0]).toBeGreaterThanOrEqual(lo);
+    expect(labels[labels.length - 1]).toBeLessThanOrEqual(hi);
+    for (const t of z.ticks) expect(t.x).toBeCloseTo(FSDP.left + ((Number(t.label) - lo) / (hi - lo)) * (right - FSDP.left), 1);
+    for (const mem of z.memory) {
+      for (const pt of mem.points.split(" ")) {
+        const x = Number(pt.split(",")[0]);
+        expect(x).toBeGreaterThanOrEqual(FSDP.left);
+        expect(x).toBeLessThanOrEqual(right);
+      }
+    }
+  });
+
+  it("nice steps and tick values follow Python's nice_step", () => {
+    expect(niceStep(72.6)).toBe(10);
+    expect(niceStep(7300)).toBe(1000);
+    expect(tickValues(101.86, 174.54)).toEqual([110, 120, 130, 140, 150, 160, 170]);
+    expect(tickValues(0, 1)).toEqual([0, 0.2, 0.4, 0.6, 0.8, 1]);
+    const ticks = FSDP.ticks.map((t) => Number(t.label));
+    expect(tickValues(...fullRange(FSDP))).toEqual(ticks);
+  });
+
+  it("wheel zooms around the pointer, a drag selects a range (and selects no bucket), reset and double-click go back", () => {
+    const picked: number[] = [];
+    const { host } = draw(DDP, null, (b) => picked.push(b));
+    const svg = host.querySelector("svg")!;
+    laidOut(svg, DDP.width, DDP.height);
+    const full = tickNums(host);
+    const span = () => { const t = tickNums(host); return t[t.length - 1]! - t[0]!; };
+    const reset = host.querySelector<HTMLButtonElement>("button.tlw-zoom-reset")!;
+    expect(reset.disabled).toBe(true);
+    const x = DDP.left + (DDP.width - 16 - DDP.left) * 0.5;
+    svg.dispatchEvent(new WheelEvent("wheel", { deltaY: -300, clientX: x, clientY: 40, bubbles: true, cancelable: true }));
+    expect(span()).toBeLessThan((full[full.length - 1]! - full[0]!) * 0.6);
+    expect(reset.disabled).toBe(false);
+    expect(host.querySelector(".tlw-zoom-range")!.textContent).toMatch(/^showing /);
+    reset.click();
+    expect(tickNums(host)).toEqual(full);
+    // a drag over the middle fifth
+    const g = host.querySelector('g.tlw-comm-g[data-bucket="0"] rect')!;
+    const x0 = DDP.left + 200, x1 = DDP.left + 330;
+    g.dispatchEvent(new MouseEvent("mousedown", { button: 0, clientX: x0, clientY: 60, bubbles: true }));
+    document.dispatchEvent(new MouseEvent("mousemove", { clientX: x0 + 60, clientY: 60, bubbles: true }));
+    expect(svg.querySelector("rect.tlw-zoom-sel")).not.toBeNull();
+    document.dispatchEvent(new MouseEvent("mouseup", { clientX: x1, clientY: 60, bubbles: true }));
+    const under = host.querySelector("g.tlw-comm-g[data-bucket] rect"); // redrawn: what is under the pointer now
+    expect(under).not.toBeNull();
+    under!.dispatchEvent(new MouseEvent("click", { bubbles: true }));
+    expect(picked).toEqual([]); // the click that ends a drag selects nothing
+    expect(svg.querySelector("rect.tlw-zoom-sel")).toBeNull();
+    const [fa, fb] = fullRange(DDP);
+    const t = tickNums(host);
+    const plot = DDP.width - 16 - DDP.left;
+    expect(t[0]).toBeGreaterThanOrEqual(fa + ((200 / plot) * (fb - fa)) - 1e-6);
+    expect(t[t.length - 1]).toBeLessThanOrEqual(fa + ((330 / plot) * (fb - fa)) + 1e-6);
+    svg.dispatchEvent(new MouseEvent("dblclick", { clientX: x, clientY: 40, bubbles: true }));
+    expect(tickNums(host)).toEqual(full);
+    // keys: + zooms in, 0 goes back; the keys do not reach the notebook
+    const seen: string[] = [];
+    host.addEventListener("keydown", (e) => seen.push(e.key));
+    svg.dispatchEvent(new KeyboardEvent("keydown", { key: "+", bubbles: true, cancelable: true }));
+    expect(span()).toBeLessThan(full[full.length - 1]! - full[0]!);
+    svg.dispatchEvent(new KeyboardEvent("keydown", { key: "0", bubbles: true, cancelable: true }));
+    expect(tickNums(host)).toEqual(full);
+    expect(seen).toEqual([]);
+  });
+});
+
+describe("a zoom kept across redraws", () => {
+  it("starts at the range it is given and reports every zoom", () => {
+    const [a, b] = fullRange(FSDP);
+    const seen: [number, number][] = [];
+    const host = document.createElement("div");
+    const view = renderRanks(host, FSDP, { range: [a + 10, a + 20], onZoom: (x, y) => seen.push([x, y]) });
+    const t = tickNums(host);
+    expect(t[0]).toBeGreaterThanOrEqual(a + 10);
+    expect(t[t.length - 1]).toBeLessThanOrEqual(a + 20);
+    view.zoom(a, b);
+    expect(seen).toEqual([[a + 10, a + 20], [a, b]]);
+    expect(tickNums(host)).toEqual(FSDP.ticks.map((x) => Number(x.label)));
   });
 });

@@ -140,3 +140,78 @@ def test_the_js_fixture_is_this_renderers_model(ddp: dict[str, Any], fsdp: dict[
     path = Path(__file__).resolve().parents[2] / "labextension" / "test" / "fixtures" / "ranks_models.json"
     got = json.loads(json.dumps({"ddp": ranks_model(ddp), "fsdp": ranks_model(fsdp)}))
     assert json.loads(path.read_text()) == got, "regenerate it: tests/fixtures/distributed/README.md"
+
+
+def _shifted(trace: dict[str, Any], rank: int, by: float) -> dict[str, Any]:
+    """`trace` with every time of `rank` moved by `by` µs."""
+    out = copy.deepcopy(trace)
+    r = out["ranks"][rank]
+    for part in ("iterations", "buckets", "collectives", "nodes"):
+        for row in r[part]:
+            for key in ("start", "end", "backward_start", "backward_end", "ready"):
+                if row.get(key) is not None:
+                    row[key] += by
+    for sample in r["memory"]:
+        sample["t"] += by
+    return out
+
+
+def test_axis_starts_where_both_ranks_run_and_says_what_was_cut(fsdp: dict[str, Any]) -> None:
+    """Issue 25 item 5: rank 1 waited ~102 ms in its first all-gather for rank 0 to start; that wait is not drawn."""
+    r0 = fsdp["ranks"][0]
+    late = min([r0["iterations"][0]["start"]] + [c["start"] for c in r0["collectives"]])
+    m = ranks_model(fsdp)
+    cut = m["cut"]
+    assert cut is not None and (cut["late_rank"], cut["first_rank"]) == (0, 1)
+    assert cut["late_by"] == pytest.approx(late)  # rank 1 started first, at the axis's 0
+    assert m["zero"] == 0 and late - 0.02 * (m["end"]) <= m["origin"] <= late  # a small margin before rank 0
+    assert m["unit"] == "ms" and m["t0"] == pytest.approx(m["origin"] / 1000)
+    labels = [float(t["label"]) for t in m["ticks"]]
+    assert labels[0] >= m["t0"] and labels == sorted(labels) and len(labels) >= 5  # ticks only after the cut
+    for t in m["ticks"]:
+        assert t["x"] == pytest.approx(LEFT + (float(t["label"]) * 1000 - m["origin"]) * m["scale"], abs=0.01)
+    assert cut["text"].startswith(f"axis starts at {m['origin'] / 1000:.1f} ms: rank 0 started "
+                                  f"{late / 1000:.1f} ms after rank 1; the wait before is not drawn")
+    # rank 1's first all-gather began before the cut: drawn from the left edge, marked, its tip says so
+    (waited,) = [c for c in m["comms"] if c["clipped"]]
+    assert (waited["rank"], waited["label"], waited["x"]) == (1, "all-gather 0", LEFT)
+    assert "begun before the axis starts" in waited["tip"]
+    assert all(LEFT <= c["x"] and c["x"] + c["w"] <= m["width"] - RIGHT + 0.02 for c in m["comms"])
+    held = next(mm for mm in m["memory"] if mm["rank"] == 1)
+    assert float(held["points"].split(",")[0]) == LEFT  # rank 1's bytes held from the cut on
+    svg = ranks_svg(m)
+    root = ET.fromstring(svg)
+    assert len(root.findall(f".//{SVG}path[@class='tlw-cut-mark']")) == 1
+    (note,) = root.findall(f".//{SVG}text[@class='tlw-cut-note']")
+    assert note.text == cut["text"] and float(note.get("y")) < m["height"]
+    text = ranks_text(fsdp)
+    assert ("note: rank 0 started well after rank 1: the picture's time axis starts where every rank is running; "
+            "the wait before is not drawn") in text
+    assert not re.search(r"\d+\.\d+ ?(µs|ms)", text)  # still no times in the text
+
+
+def test_no_cut_when_the_ranks_start_together_or_work_would_be_hidden(ddp: dict[str, Any], fsdp: dict[str, Any]) -> None:
+    r = [min([x["iterations"][0]["start"]] + [c["start"] for c in x["collectives"]]) for x in fsdp["ranks"]]
+    together = _shifted(fsdp, 0, r[1] - r[0])  # rank 0 moved back to rank 1's start
+    m = ranks_model(together)
+    assert m["cut"] is None and m["t0"] == 0 and m["ticks"][0]["label"] == "0" and m["ticks"][0]["x"] == LEFT
+    assert not any(c["clipped"] for c in m["comms"]) and "tlw-cut-note" not in ranks_svg(m)
+    assert "time axis starts" not in ranks_text(together)
+    # DDP: rank 0's backward started ~3.7 ms after rank 1's, but rank 1 computed gradients meanwhile: nothing is cut
+    d = ranks_model(ddp)
+    assert d["cut"] is None and d["unit"] == "µs" and d["ticks"][0]["label"] == "0"
+
+
+def test_comm_labels_are_whole_words_or_nothing(fsdp: dict[str, Any]) -> None:
+    """A narrow collective says "AG 0" (the legend says what AG is), never "al…"."""
+    for width in (960, 700, 2400):
+        m = ranks_model(fsdp, width=width)
+        for c in m["comms"]:
+            room = c["w"] - (7 if c["clipped"] else 0)  # a clipped span's marker comes before its label
+            assert c["short"] in c["texts"] + [""]
+            assert not c["short"] or len(c["short"]) * CHAR_W + 4 <= room
+            assert c["short"] == next((t for t in c["texts"] if len(t) * CHAR_W + 4 <= room), "")
+        if any(c["short"].startswith(("AG ", "RS ")) for c in m["comms"]):
+            assert any(f["cls"] == "tlw-legend" and "AG all-gather" in f["text"] for f in m["footer"])
+    wide = ranks_model(fsdp, width=2400)
+    assert "all-gather 0 2.1 KiB" in [c["short"] for c in wide["comms"]]

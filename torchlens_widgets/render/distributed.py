@@ -10,15 +10,24 @@ the same bar on every lane.
 Input: the lens dict (`kind: "dist_trace"`, see torchlens_widgets.lenses.distributed.DistTrace.to_dict) or an
 object with `to_dict()`.
 
+The axis: its 0 is the first thing any rank did (`zero`). When one rank started well after another (the first
+waiting for it inside its first collective), the axis starts where every rank is running instead (`cut`): the
+wait before is not drawn, spans begun earlier are clipped at the left edge and marked (`clipped`), and a line
+under the lanes says what was cut. Ticks are in ms once the window is 10 ms or more.
+
 Model schema (version 1):
   {kind: "ranks", version: 1, mode, world_size, step, width, height, left, scale (px per µs), origin (µs, where
-   x = left), end (µs after origin), iteration, iterations: [{index, no_sync, buckets, collectives}],
+   x = left), end (µs after origin), zero (µs, the axis's 0), unit ("µs" or "ms"), per_unit (µs per unit),
+   t0 (the axis's value at x = left, in units), axis_label, cut: null | {at, late_rank, first_rank, late_by (µs),
+   text}, footer: [{y, text, cls}], iteration, iterations: [{index, no_sync, buckets, collectives}],
    ticks: [{x, label}], lanes: [{rank, row, label, y, h}],
-   nodes: [{rank, x, w, y, h, name, short}],
-   comms: [{rank, x, w, y, h, kind, bucket, cat, label, short, tip, nbytes, params, ready_x}],
+   nodes: [{rank, x, w, y, h, name, short, clipped}],
+   comms: [{rank, x, w, y, h, kind, bucket, cat, label, short, texts, tip, nbytes, params, ready_x, clipped}],
    memory: [{rank, y, h, points, peak, peak_label}],
    buckets: [{index, cat, params, nbytes}]   (rank 0's partition in this iteration),
    summary: {nodes: [per rank], buckets: [per rank], collectives: {kind: [per rank]}}, notes: [str]}
+`texts`: a comm's labels, longest first ("all-gather 0 2.1 KiB", "all-gather 0", "AG 0"); `short` is the first
+that fits its width (none: no label), so a narrow span says "AG 0", never "al…".
 """
 
 from __future__ import annotations
@@ -57,12 +66,20 @@ STYLE = (
     ".tlw-ranks .tlw-ready{stroke:var(--tlw-fg);stroke-width:1.5}"
     ".tlw-ranks .tlw-mem{fill:none;stroke:var(--tlw-accent);stroke-width:1.5}"
     ".tlw-ranks .tlw-comm.tlw-sel{stroke:var(--tlw-fg);stroke-width:2.5}"
+    ".tlw-ranks .tlw-cut-mark{fill:var(--tlw-fg);stroke:none}.tlw-ranks .tlw-legend{fill:var(--tlw-fg2)}"
     + "".join(f".tlw-ranks .tlw-c{i}{{fill:var(--tlw-tint{i});stroke:var(--tlw-cat{i})}}" for i in range(1, N_CAT + 1))
 )
 #: colour slot of non-bucket collectives
 KIND_CAT = {"all_gather": 1, "reduce_scatter": 2, "all_reduce": 6}
 KIND_WORD = {"bucket": "all-reduce", "all_gather": "all-gather", "reduce_scatter": "reduce-scatter",
              "all_reduce": "all-reduce"}
+KIND_ABBR = {"all_gather": "AG", "reduce_scatter": "RS", "all_reduce": "AR"}
+#: the axis starts where every rank runs when the part before is more than this share of the whole window
+CUT_SHARE = 0.2
+#: ... less this share of what is left, so the first spans after the cut do not touch the edge
+CUT_MARGIN = 0.01
+FOOT_H = 16
+MARK_W = 7  # px the clipped-start marker takes before a label
 
 
 def _check(trace: Any) -> Mapping[str, Any]:
@@ -139,6 +156,24 @@ def _comms(rank: Mapping[str, Any], it: int) -> list[dict[str, Any]]:
     return out
 
 
+def comm_texts(kind: str, bucket: int | None, label: str, nbytes: int) -> list[str]:
+    """A comm span's labels, longest first: what fits its width is drawn (the widget picks the same way)."""
+    size = fmt_bytes(nbytes)
+    if kind == "bucket":
+        return [f"b{bucket} {size}", f"b{bucket}"]
+    what = label.split(" ", 1)[1] if " " in label else label
+    return [f"{label} {size}", label, f"{KIND_ABBR.get(kind, kind)} {what}"]
+
+
+def fit_text(texts: list[str], width: float) -> str:
+    """The first of `texts` that fits `width` px whole ("" when none does)."""
+    return next((t for t in texts if len(t) * CHAR_W + 4 <= width), "")
+
+
+def _unit(span_us: float) -> tuple[str, float]:
+    return ("ms", 1000.0) if span_us >= 10_000 else ("µs", 1.0)
+
+
 def _pack(spans: list[tuple[float, float]]) -> list[int]:
     """Greedy sub-row for each span so that no two in a sub-row overlap (spans in start order)."""
     ends: list[float] = []
@@ -181,28 +216,49 @@ def ranks_model(trace: Any, *, iteration: int | None = None, width: int = 960, m
     # the window: backward (and the all-reduces it launched) for DDP, the whole iteration otherwise
     lo: list[float] = []
     hi: list[float] = []
+    first: dict[int, float] = {}  # per rank, the first thing it did in the window
+    drawn: list[tuple[float, float]] = []  # every span drawn: the cut may not hide one whole
     for r in ranks:
+        drawn += [(n["start"], n["end"]) for n in r["nodes"] if n["iteration"] == it]
+        drawn += [(c["start"], c["end"] if c["end"] is not None else c["start"]) for c in _comms(r, it)]
         span = next((s for s in r["iterations"] if s["index"] == it), None)
         comms = _comms(r, it)
+        mine: list[float] = []
         if span is not None:
             if mode == "ddp" and span["backward_start"] is not None:
-                lo.append(span["backward_start"])
+                mine.append(span["backward_start"])
                 hi.append(span["backward_end"])
             else:
-                lo.append(span["start"])
+                mine.append(span["start"])
                 hi.append(span["end"])
-        lo += [c["start"] for c in comms]
+        mine += [c["start"] for c in comms]
         hi += [c["end"] if c["end"] is not None else c["start"] for c in comms]
-    origin = min(lo) if lo else 0.0
-    end = (max(hi) - origin) if hi else 1.0
+        lo += mine
+        if mine:
+            first[r["rank"]] = min(mine)
+    zero = min(lo) if lo else 0.0
+    last = max(hi) if hi else zero + 1.0
+    origin = zero
+    cut: dict[str, Any] | None = None
+    if len(first) > 1:
+        late_rank = max(first, key=lambda k: first[k])
+        first_rank = min(first, key=lambda k: first[k])
+        late_by = first[late_rank] - zero
+        at = first[late_rank] - CUT_MARGIN * (last - first[late_rank])
+        at = min([at] + [b for a, b in drawn if a < at])  # work done before it stays in the picture
+        if last > zero and at - zero > CUT_SHARE * (last - zero):
+            origin = at
+            cut = {"at": origin - zero, "late_rank": late_rank, "first_rank": first_rank, "late_by": late_by}
+    end = last - origin
     end = end if end > 0 else 1.0
     scale = (width - LEFT - RIGHT) / end
+    unit, per_unit = _unit(end)
 
     def x(t: float) -> float:
-        return _r(LEFT + (t - origin) * scale)
+        return _r(LEFT + max(t - origin, 0.0) * scale)
 
     def w(a: float, b: float | None) -> float:
-        return _r(max(((b if b is not None else a) - a) * scale, MIN_W))
+        return _r(max(((b if b is not None else a) - max(a, origin)) * scale, MIN_W))
 
     lanes, nodes, comms_out, memory = [], [], [], []
     y = TOP
@@ -218,7 +274,8 @@ def ranks_model(trace: Any, *, iteration: int | None = None, width: int = 960, m
         for n in rnodes[:max_nodes]:
             nw = w(n["start"], n["end"])
             nodes.append({"rank": rk, "x": x(n["start"]), "w": nw, "y": y, "h": ROW_H, "name": n["name"],
-                          "short": _short(n["name"], nw)})
+                          "short": _short(n["name"], nw - (MARK_W if n["start"] < origin else 0)),
+                          "clipped": n["start"] < origin})
         y += ROW_H + GAP
         rc = sorted(_comms(r, it), key=lambda c: c["start"])
         bucket_counts.append(sum(1 for c in rc if c["kind"] == "bucket"))
@@ -234,20 +291,26 @@ def ranks_model(trace: Any, *, iteration: int | None = None, width: int = 960, m
             cw = w(c["start"], c["end"])
             cy = _r(y + 2 + row * SUB_H)
             size = fmt_bytes(c["nbytes"])
-            text = f"b{c['bucket']} {size}" if c["kind"] == "bucket" else f"{c['label']} {size}"
-            when = (f"{_fmt(c['start'] - origin)}–{_fmt(c['end'] - origin)} µs" if c["end"] is not None
-                    else f"from {_fmt(c['start'] - origin)} µs (end not recorded)")
+            texts = comm_texts(c["kind"], c["bucket"], c["label"], c["nbytes"])
+            when = (f"{_fmt(c['start'] - zero)}–{_fmt(c['end'] - zero)} µs" if c["end"] is not None
+                    else f"from {_fmt(c['start'] - zero)} µs (end not recorded)")
             tip = f"rank {rk} {c['label']} ({KIND_WORD[c['kind']]}, {size}): {when}"
             if c["params"]:
                 tip += "; parameters: " + ", ".join(c["params"])
             if c["ready"] is not None:
-                tip += f"; gradients ready at {_fmt(c['ready'] - origin)} µs"
+                tip += f"; gradients ready at {_fmt(c['ready'] - zero)} µs"
+            if c["start"] < origin:
+                tip += " (begun before the axis starts: drawn from its left edge)"
             comms_out.append({"rank": rk, "x": x(c["start"]), "w": cw, "y": cy, "h": SUB_H - 2, "kind": c["kind"],
-                              "bucket": c["bucket"], "cat": c["cat"], "label": c["label"], "short": _short(text, cw),
-                              "tip": tip, "nbytes": c["nbytes"], "params": c["params"],
-                              "ready_x": x(c["ready"]) if c["ready"] is not None else None})
+                              "bucket": c["bucket"], "cat": c["cat"], "label": c["label"], "short": fit_text(texts, cw - (MARK_W if c["start"] < origin else 0)),
+                              "texts": texts, "tip": tip, "nbytes": c["nbytes"], "params": c["params"],
+                              "ready_x": x(c["ready"]) if c["ready"] is not None and c["ready"] >= origin else None,
+                              "clipped": c["start"] < origin})
         y += comm_h + GAP
         samples = [m for m in r["memory"] if lo and origin <= m["t"] <= origin + end]
+        before = [m for m in r["memory"] if lo and m["t"] < origin]
+        if samples and before:  # the level held when the axis starts
+            samples.insert(0, {**before[-1], "t": origin})
         if mode == "fsdp" and samples:
             peak = max(m["total"] for m in samples) or 1
             pts, last_y = [], None
@@ -263,9 +326,26 @@ def ranks_model(trace: Any, *, iteration: int | None = None, width: int = 960, m
                            "peak_label": f"peak {fmt_bytes(peak)}"})
             y += MEM_H + GAP
         y += RANK_GAP - GAP
+    t0 = (origin - zero) / per_unit
+    span_u = end / per_unit
+    step = _nice_step(span_u)
+    k0 = math.ceil(round(t0 / step, 9))
+    ticks = [{"x": _r(LEFT + (t - t0) * per_unit * scale), "label": _fmt(t)}
+             for t in (round(k * step, 9) for k in range(k0, int((t0 + span_u) // step) + 1))]
+    footer: list[dict[str, Any]] = []
+    if cut is not None:
+        cut["text"] = (f"axis starts at {_fmt(round(cut['at'] / per_unit, 1))} {unit}: rank {cut['late_rank']} "
+                       f"started {_fmt(round(cut['late_by'] / per_unit, 1))} {unit} after rank {cut['first_rank']}; "
+                       "the wait before is not drawn (◂: begun earlier)")
+        footer.append({"text": cut["text"], "cls": "tlw-cut-note"})
+    abbr = sorted({c["kind"] for c in comms_out if c["short"] and c["short"] == c["texts"][-1] and c["kind"] in KIND_ABBR})
+    if abbr:
+        footer.append({"text": " · ".join(f"{KIND_ABBR[k]} {KIND_WORD[k]}" for k in abbr), "cls": "tlw-legend"})
+    for f in footer:
+        f["y"] = _r(y + 8)
+        y += FOOT_H
     height = int(y + 4)
-    step = _nice_step(end)
-    ticks = [{"x": _r(LEFT + t * scale), "label": _fmt(t)} for t in (round(i * step, 9) for i in range(int(end // step) + 1))]
+    what = "backward" if mode == "ddp" else "iteration"
     r0 = ranks[0] if ranks else {"buckets": [], "iterations": [], "collectives": []}
     buckets = [{"index": b["index"], "cat": b["index"] % N_CAT + 1, "params": list(b["params"]), "nbytes": b["nbytes"]}
                for b in sorted(r0["buckets"], key=lambda b: b["index"]) if b["iteration"] == it]
@@ -277,7 +357,8 @@ def ranks_model(trace: Any, *, iteration: int | None = None, width: int = 960, m
         notes.append(f"iteration {it} ran under no_sync(): gradients were only accumulated, nothing was all-reduced")
     return {"kind": "ranks", "version": 1, "mode": mode, "world_size": d["world_size"], "step": d["step"],
             "width": width, "height": height, "left": LEFT, "scale": scale, "origin": origin, "end": end,
-            "iteration": it, "iterations": iterations, "ticks": ticks, "lanes": lanes, "nodes": nodes,
+            "zero": zero, "unit": unit, "per_unit": per_unit, "t0": t0, "axis_label": f"it {it} {what} ({unit})",
+            "cut": cut, "footer": footer, "iteration": it, "iterations": iterations, "ticks": ticks, "lanes": lanes, "nodes": nodes,
             "comms": comms_out, "memory": memory, "buckets": buckets,
             "summary": {"nodes": node_counts, "buckets": bucket_counts, "collectives": coll_counts}, "notes": notes}
 
@@ -310,12 +391,16 @@ def ranks_svg(trace: Any, *, iteration: int | None = None, selected: int | None 
                    f'y="{lane["y"]}" width="{W - RIGHT - left}" height="{lane["h"]}"/>'
                    f'<text class="tlw-lane-label" x="8" y="{_r(lane["y"] + min(lane["h"], ROW_H) / 2 + 4)}">'
                    f'{_esc(_short(lane["label"], left - 8))}</text>')
+    for f in m.get("footer", []):
+        out.append(f'<text class="{f["cls"]}" x="8" y="{f["y"]}">{_esc(f["text"])}</text>')
     for n in m["nodes"]:
         acc = " tlw-acc" if n["name"].startswith("AccumulateGrad") else ""
         out.append(f'<rect class="tlw-node{acc}" data-rank="{n["rank"]}" x="{n["x"]}" y="{n["y"]}" width="{n["w"]}" '
                    f'height="{n["h"]}"><title>{_esc(n["name"])}</title></rect>')
+        if n.get("clipped"):
+            out.append(f'<path class="tlw-cut-mark" d="{_cut_mark(n["x"], n["y"], n["h"])}"/>')
         if n["short"]:
-            out.append(f'<text class="tlw-node-label" x="{_r(n["x"] + 2)}" y="{_r(n["y"] + n["h"] / 2 + 4)}">'
+            out.append(f'<text class="tlw-node-label" x="{_r(n["x"] + 2 + (MARK_W if n.get("clipped") else 0))}" y="{_r(n["y"] + n["h"] / 2 + 4)}">'
                        f'{_esc(n["short"])}</text>')
     for i, c in enumerate(m["comms"]):
         sel = " tlw-sel" if selected is not None and c["bucket"] == selected else ""
@@ -326,8 +411,10 @@ def ranks_svg(trace: Any, *, iteration: int | None = None, selected: int | None 
         if c["ready_x"] is not None:
             out.append(f'<line class="tlw-ready" x1="{c["ready_x"]}" y1="{c["y"] - 1}" x2="{c["ready_x"]}" '
                        f'y2="{_r(c["y"] + c["h"] + 1)}"/>')
+        if c.get("clipped"):
+            out.append(f'<path class="tlw-cut-mark" d="{_cut_mark(c["x"], c["y"], c["h"])}"/>')
         if c["short"]:
-            out.append(f'<text class="tlw-comm-label" x="{_r(c["x"] + 2)}" y="{_r(c["y"] + c["h"] / 2 + 4)}">'
+            out.append(f'<text class="tlw-comm-label" x="{_r(c["x"] + 2 + (MARK_W if c.get("clipped") else 0))}" y="{_r(c["y"] + c["h"] / 2 + 4)}">'
                        f'{_esc(c["short"])}</text>')
         out.append("</g>")
     for mem in m["memory"]:
@@ -339,7 +426,15 @@ def ranks_svg(trace: Any, *, iteration: int | None = None, selected: int | None 
     return "".join(out)
 
 
+def _cut_mark(x: float, y: float, h: float) -> str:
+    """A small arrowhead pointing left at a span's clipped left edge: it began before the axis starts."""
+    mid = _r(y + h / 2)
+    return f"M{_r(x + 6)},{_r(mid - 4)}L{x},{mid}L{_r(x + 6)},{_r(mid + 4)}Z"
+
+
 def _axis_label(m: Mapping[str, Any]) -> str:
+    if "axis_label" in m:
+        return str(m["axis_label"])
     what = "backward" if m["mode"] == "ddp" else "iteration"
     return f"it {m['iteration']} {what} (µs)"
 
@@ -386,5 +481,8 @@ def ranks_text(trace: Any, *, iteration: int | None = None) -> str:
     if m["memory"]:
         lines.append("parameter + gradient bytes held, peak per rank: "
                      + ", ".join(f"rank {mm['rank']} {fmt_bytes(mm['peak'])}" for mm in m["memory"]))
+    if m["cut"] is not None:  # no times here: which rank started last, and that the picture skips the wait
+        lines.append(f"note: rank {m['cut']['late_rank']} started well after rank {m['cut']['first_rank']}: the "
+                     "picture's time axis starts where every rank is running; the wait before is not drawn")
     lines += ["note: " + x for x in m["notes"]]
     return "\n".join(lines)

@@ -4,7 +4,8 @@
  *
  * Traits: `model` (the profile layout, see ./model.ts) and `selected` (the op name lit up, or null). A click
  * on a table row or a span sets `selected` and saves it; a `selected` set from Python is shown as it
- * arrives, without echoing it back.
+ * arrives, without echoing it back. A zoomed time range stays in the page: it survives a redraw for a new
+ * width, not a new model.
  */
 
 import { commit, mountView, type AnyModel as Model } from "../common/anywidget";
@@ -21,6 +22,7 @@ export interface RenderProps {
 }
 
 export function render({ model, el }: RenderProps): () => void {
+  let zoomed: { m: unknown; range: [number, number] } | null = null; // kept when the output is only resized
   return mountView(model, el, {
     className: "tlw-ptrace-widget",
     isModel: isPtraceModel,
@@ -29,6 +31,8 @@ export function render({ model, el }: RenderProps): () => void {
       renderTrace(el, m, {
         selected: model.get("selected"),
         onSelect: (name) => commit(model, { selected: name }),
+        ...(zoomed?.m === m ? { range: zoomed.range } : {}),
+        onZoom: (a, b) => (zoomed = { m, range: [a, b] }),
       }),
     update: { selected: (view) => view.setSelected(model.get("selected")) },
     refit: true,

@@ -5,13 +5,17 @@
  * whole Python stack in a tooltip. Pure DOM, one listener per kind of event (delegation), so 20,000 spans
  * draw at once. Every colour is a theme variable.
  *
+ * The time axis zooms (../common/zoom.ts: wheel or drag over the lanes, double-click or "reset zoom" back): the
+ * spans in range are drawn again, clipped at the edges, with their labels fitted to their new widths.
+ *
  * Hooks for tests: spans are <rect class="tlw-span ..." data-i="k">, table rows <tr class="tlw-row"
- * data-name="aten::mm">, the tooltip <div class="tlw-tip">.
+ * data-name="aten::mm">, the tooltip <div class="tlw-tip">, the zoom bar <div class="tlw-zoom-bar">.
  */
 
 import { el as svgEl, SVG_NS, svgRoot } from "../common/svg";
 import { themeCss } from "../common/theme";
-import { fitWidth, fmt, kindOf, leftOutText, shortLabel, spanBox, spanTip, type PtraceModel } from "./model";
+import { attachZoom, thinTicks, tickValues, zoomStyle } from "../common/zoom";
+import { fitWidth, fmt, kindOf, leftOutText, shortLabel, spanBox, spanTip, type Box, type PtraceModel, type RawSpan } from "./model";
 
 const KINDS: Record<string, [string, string]> = { op: ["tint1", "cat1"], range: ["tint5", "cat5"], other: ["tint6", "cat6"] };
 
@@ -42,13 +46,18 @@ export const STYLE =
   ".tlw-ptrace .tlw-swatch.tlw-range{border-style:dashed}" +
   ".tlw-ptrace .tlw-tip{position:absolute;z-index:10;pointer-events:none;max-width:640px;padding:4px 6px;" +
   "white-space:pre-wrap;overflow-wrap:anywhere;font:11px/1.35 var(--jp-code-font-family,monospace);color:var(--tlw-fg);" +
-  "background:var(--tlw-bg);border:1px solid var(--tlw-line);box-shadow:0 1px 4px var(--tlw-line)}";
+  "background:var(--tlw-bg);border:1px solid var(--tlw-line);box-shadow:0 1px 4px var(--tlw-line)}" +
+  zoomStyle(".tlw-ptrace");
 
 export interface RenderOptions {
   /** The `selected` trait: an op name, or null. */
   selected?: unknown;
   /** Called with the name (null: cleared) after the user clicked a row or a span. */
   onSelect?: (name: string | null) => void;
+  /** The time range (µs) to show first (kept by the caller across redraws of the same model). */
+  range?: [number, number];
+  /** Called with the range shown after each zoom. */
+  onZoom?: (a: number, b: number) => void;
 }
 
 export interface TraceView {
@@ -60,6 +69,8 @@ export interface TraceView {
   select(name: string | null): void;
   /** Show the tooltip of span `i` (what hovering it does). */
   hover(i: number | null): void;
+  /** Show [a, b] µs of the timeline, as a drag over that range would. */
+  zoom(a: number, b: number): void;
   destroy(): void;
 }
 
@@ -77,6 +88,17 @@ function plural(n: number, word: string): string {
 }
 
 /** Python's `header_text`. */
+/** A table row's tooltip (Python's calls_tip): why its spans drawn, those a click lights, are not its calls. */
+export function callsTip(r: { category: string; count: number; drawn: number }): string {
+  const n = (k: number) => k.toLocaleString("en-US");
+  if (r.drawn < r.count) return `${r.category}; ${n(r.drawn)} of ${n(r.count)} calls drawn (the rest were left out of the picture)`;
+  if (r.drawn > r.count) {
+    return `${r.category}; ${n(r.drawn)} spans for ${n(r.count)} calls: as torch's key_averages does, a span ` +
+      "that is the only child of a span of the same name is one call with it";
+  }
+  return r.category;
+}
+
 export function headerText(model: PtraceModel): string {
   const sm = model.summary;
   const extra = [sm.with_stack ? "Python stacks" : "", sm.record_shapes ? "input shapes" : ""].filter(Boolean);
@@ -106,39 +128,68 @@ export function renderTrace(el: HTMLElement, full: PtraceModel, options: RenderO
   // the timeline: Python's profile_svg, element for element where it matters
   const doc = el.ownerDocument;
   const W = model.width;
+  const bar = h(left, "div", { class: "tlw-zoom-bar" });
   const svg = svgRoot(doc, W, model.height, "tlw-pt", "");
   svg.setAttribute("width", `${W}`);
   svg.setAttribute("height", `${model.height}`);
   left.appendChild(svg);
   const AXIS_Y = 24;
-  svgEl("line", { class: "tlw-axis", x1: model.left, y1: AXIS_Y, x2: W - model.right, y2: AXIS_Y }, svg);
-  svgEl("text", { class: "tlw-muted", x: 6, y: AXIS_Y - 8 }, svg, "time (µs)");
-  model.ticks.forEach((t, k) => {
-    const anchor = k === model.ticks.length - 1 && t.x + (t.label.length * 6.6) / 2 > W ? "end" : "middle";
-    svgEl("line", { class: "tlw-tick", x1: t.x, y1: AXIS_Y - 3, x2: t.x, y2: AXIS_Y + 3 }, svg);
-    svgEl("text", { class: "tlw-tick-label", x: t.x, y: AXIS_Y - 8, "text-anchor": anchor }, svg, t.label);
-  });
-  model.lanes.forEach((lane, i) => {
-    svgEl("rect", { class: "tlw-lane", "data-lane": i, x: model.left, y: lane.y, width: W - model.right - model.left,
-      height: lane.rows * model.row_h }, svg);
-    const label = svgEl("text", { class: "tlw-lane-label", x: 6, y: lane.y + 12 }, svg, lane.short);
-    svgEl("title", {}, label, lane.label);
-  });
-  const byName = new Map<number, SVGRectElement[]>();
-  const spans: SVGRectElement[] = [];
+  const plotRight = W - model.right;
+  const fullEnd = (plotRight - model.left) / model.scale;
+  let view: [number, number] = [0, fullEnd];
+  let byName = new Map<number, SVGRectElement[]>();
+  let spans: (SVGRectElement | undefined)[] = [];
   const kinds = model.cats.map(kindOf);
-  const frag = doc.createElementNS(SVG_NS, "g"); // filled off-page, attached once
-  model.spans.forEach((s, i) => {
-    const b = spanBox(model, s);
-    const rect = svgEl("rect", { class: `tlw-span tlw-${kinds[s[5]]}`, "data-i": i, x: b.x, y: b.y, width: b.w, height: b.h }, frag);
-    spans.push(rect);
-    const list = byName.get(s[4]);
-    if (list) list.push(rect);
-    else byName.set(s[4], [rect]);
-    const label = shortLabel(model.names[s[4]] ?? "", b.w);
-    if (label) svgEl("text", { class: "tlw-label", x: r(b.x + 2), y: b.y - 1 + model.row_h - 4 }, frag, label);
-  });
-  svg.appendChild(frag);
+
+  /** Where span `s` is drawn in the current view (Python's box when not zoomed); null: out of view. */
+  function boxOf(s: RawSpan): Box | null {
+    const [a, b] = view;
+    if (a <= 0 && b >= fullEnd) return spanBox(model, s);
+    const P = (plotRight - model.left) / (b - a);
+    const x1 = model.left + (s[2] - a) * P;
+    const x2 = model.left + (s[2] + s[3] - a) * P;
+    if (x2 < model.left || x1 > plotRight) return null;
+    const full = spanBox(model, s);
+    const c1 = Math.max(x1, model.left);
+    return { ...full, x: r(c1), w: r(Math.max(Math.min(x2, plotRight) - c1, 1)) };
+  }
+
+  function drawTimeline(): void {
+    svg.replaceChildren();
+    const [a, b] = view;
+    const whole = a <= 0 && b >= fullEnd;
+    const P = (plotRight - model.left) / (b - a);
+    const ticks = whole ? model.ticks : thinTicks(tickValues(a, b).map((t) => ({ x: r(model.left + (t - a) * P), label: fmt(t) })));
+    svgEl("line", { class: "tlw-axis", x1: model.left, y1: AXIS_Y, x2: plotRight, y2: AXIS_Y }, svg);
+    svgEl("text", { class: "tlw-muted", x: 6, y: AXIS_Y - 8 }, svg, "time (µs)");
+    ticks.forEach((t, k) => {
+      const anchor = k === ticks.length - 1 && t.x + (t.label.length * 6.6) / 2 > W ? "end" : "middle";
+      svgEl("line", { class: "tlw-tick", x1: t.x, y1: AXIS_Y - 3, x2: t.x, y2: AXIS_Y + 3 }, svg);
+      svgEl("text", { class: "tlw-tick-label", x: t.x, y: AXIS_Y - 8, "text-anchor": anchor }, svg, t.label);
+    });
+    model.lanes.forEach((lane, i) => {
+      svgEl("rect", { class: "tlw-lane", "data-lane": i, x: model.left, y: lane.y, width: plotRight - model.left,
+        height: lane.rows * model.row_h }, svg);
+      const label = svgEl("text", { class: "tlw-lane-label", x: 6, y: lane.y + 12 }, svg, lane.short);
+      svgEl("title", {}, label, lane.label);
+    });
+    byName = new Map();
+    spans = [];
+    const frag = doc.createElementNS(SVG_NS, "g"); // filled off-page, attached once
+    model.spans.forEach((s, i) => {
+      const b = boxOf(s);
+      if (!b) return;
+      const rect = svgEl("rect", { class: `tlw-span tlw-${kinds[s[5]]}`, "data-i": i, x: b.x, y: b.y, width: b.w, height: b.h }, frag);
+      spans[i] = rect;
+      const list = byName.get(s[4]);
+      if (list) list.push(rect);
+      else byName.set(s[4], [rect]);
+      const label = shortLabel(model.names[s[4]] ?? "", b.w);
+      if (label) svgEl("text", { class: "tlw-label", x: r(b.x + 2), y: b.y - 1 + model.row_h - 4 }, frag, label);
+    });
+    svg.appendChild(frag);
+  }
+  drawTimeline();
   const notes = [leftOutText(model), ...model.notes].filter((n): n is string => !!n);
   for (const n of notes) h(left, "div", { class: "tlw-note" }, n);
 
@@ -153,7 +204,7 @@ export function renderTrace(el: HTMLElement, full: PtraceModel, options: RenderO
   const body = h(table, "tbody");
   const rows = new Map<string, HTMLTableRowElement>();
   for (const r of model.table) {
-    const title = r.drawn !== r.count ? `${r.category}; ${r.drawn.toLocaleString("en-US")} of ${r.count.toLocaleString("en-US")} calls drawn` : r.category;
+    const title = callsTip(r);
     const tr = h(body, "tr", { class: "tlw-row", "data-name": r.name, title });
     h(tr, "td", { class: "name" }, shortLabel(r.name, 240));
     for (const v of [r.count.toLocaleString("en-US"), fmt(r.self), fmt(r.total), fmt(r.mean)]) h(tr, "td", {}, v);
@@ -170,9 +221,20 @@ export function renderTrace(el: HTMLElement, full: PtraceModel, options: RenderO
     const id = selected === null ? -1 : model.names.indexOf(selected);
     for (const rect of byName.get(id) ?? []) rect.classList.add("tlw-sel");
     for (const [name, tr] of rows) tr.classList.toggle("tlw-sel", name === selected);
+    const n = model.spans.reduce((k, s) => k + (s[4] === id ? 1 : 0), 0);
     caption.textContent = selected === null ? "key averages, by self time (click a row)"
-      : `key averages, by self time — ${selected}: ${plural((byName.get(id) ?? []).length, "span")} lit (click again to clear)`;
+      : `key averages, by self time — ${selected}: ${plural(n, "span")} lit (click again to clear)`;
   }
+  const zoom = attachZoom({
+    svg, bar, x0: model.left, x1: plotRight, full: [0, fullEnd], unit: "µs",
+    onChange: (a, b) => {
+      hover(null);
+      view = [a, b];
+      drawTimeline();
+      apply();
+      options.onZoom?.(a, b);
+    },
+  });
 
   function show(name: string | null, fromUser: boolean): void {
     if (name === selected) return;
@@ -192,7 +254,7 @@ export function renderTrace(el: HTMLElement, full: PtraceModel, options: RenderO
     spans[i]?.classList.add("tlw-hover");
     tip.textContent = spanTip(model, s).join("\n");
     tip.style.display = "block";
-    const b = spanBox(model, s);
+    const b = boxOf(s) ?? spanBox(model, s);
     const x = at?.x ?? b.x;
     const y = at?.y ?? b.y + b.h;
     tip.style.left = `${Math.max(0, Math.min(x + 12, W - 200))}px`;
@@ -226,6 +288,7 @@ export function renderTrace(el: HTMLElement, full: PtraceModel, options: RenderO
   svg.addEventListener("mousemove", onMove);
   svg.addEventListener("mouseleave", onLeave);
   apply();
+  if (options.range) zoom.set(...options.range);
 
   return {
     root,
@@ -241,7 +304,11 @@ export function renderTrace(el: HTMLElement, full: PtraceModel, options: RenderO
     hover(i: number | null) {
       hover(i);
     },
+    zoom(a: number, b: number) {
+      zoom.set(a, b);
+    },
     destroy() {
+      zoom.destroy();
       root.removeEventListener("click", onClick);
       svg.removeEventListener("mousemove", onMove);
       svg.removeEventListener("mouseleave", onLeave);

@@ -4,7 +4,8 @@
  *
  * Traits: `model` (render.distributed.ranks_model, recomputed by Python when `iteration` changes) and
  * `bucket` (the selected bucket, -1 for none). A click on a bucket sets `bucket` and saves it; a value set
- * from Python is shown as it arrives, without echoing it back.
+ * from Python is shown as it arrives, without echoing it back. A zoomed time range stays in the page: it
+ * survives a redraw for a new width, not a new model.
  */
 
 import { commit, mountView, type AnyModel as Model } from "../common/anywidget";
@@ -20,6 +21,7 @@ export interface RenderProps {
 }
 
 export function render({ model, el }: RenderProps): () => void {
+  let zoomed: { m: unknown; range: [number, number] } | null = null; // kept when the output is only resized
   return mountView(model, el, {
     className: "tlw-ranks-widget",
     isModel: isRanksModel,
@@ -28,6 +30,8 @@ export function render({ model, el }: RenderProps): () => void {
       renderRanks(el, m, {
         bucket: model.get("bucket") as number,
         onSelect: (b) => commit(model, { bucket: b }),
+        ...(zoomed?.m === m ? { range: zoomed.range } : {}),
+        onZoom: (a, b) => (zoomed = { m, range: [a, b] }),
       }),
     update: { bucket: (view) => view.setBucket(model.get("bucket") as number) },
     refit: true,
