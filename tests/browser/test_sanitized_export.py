@@ -36,7 +36,7 @@ def _pictures() -> list[tuple[str, str, str]]:
                     text = "".join(out.get("data", {}).get(mime) or "")
                     m = re.search(r'class="([^"]*\btlw-theme\b[^"]*)"', text[:400])
                     if m:
-                        kind = next(c for c in m.group(1).split() if c != "tlw-theme")
+                        kind = next(c for c in m.group(1).split() if c not in ("tlw-theme", "tlw-static"))
                         found.setdefault(kind, (mime, text))
     pictures = [(kind, mime, portable_html(text) if mime == "text/html" else portable_svg(text))
                 for kind, (mime, text) in sorted(found.items()) if kind != "tlw-tgrid"]
@@ -78,7 +78,7 @@ def _offline(page) -> list[str]:
 @pytest.mark.parametrize("sanitize", [True, False], ids=["sanitized", "unsanitized"])
 def test_exported_pictures_render_offline(page, tmp_path, sanitize):
     pictures = _pictures()
-    assert {k for k, _, _ in pictures} >= {"tlw-tgrid", "tlw-dtable", "tlw-ptrace", "tlw-stride", "tlw-grad"}
+    assert {k for k, _, _ in pictures} >= {"tlw-tgrid", "tlw-dtable", "tlw-ptrace", "tlw-stride", "tlw-grad", "tlw-plot"}
     path = _export(tmp_path, pictures, sanitize)
     _offline(page)
     page.goto(path.as_uri(), wait_until="load")
