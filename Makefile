@@ -13,7 +13,7 @@ NBVAL_ENV := TORCHLENS_CHECK_TRACEBACK=message
 # `tools/timed PHASE cmd`: each phase's seconds go to .test-cache/phases.txt, printed when `make test` ends
 TIMED  := tools/timed
 
-.PHONY: course env test test-phases-reset test-builds-reset lint test-js test-unit test-wrong-answers test-wrong-answers-all test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
+.PHONY: course env test test-phases-reset test-builds-reset lint test-js test-unit test-wrong-answers test-wrong-answers-all test-run-all test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
@@ -70,6 +70,11 @@ test-wrong-answers: env
 	$(TIMED) test-wrong-answers env TORCHLENS_WRONG_ANSWER_SAMPLE="$$(git rev-parse HEAD 2>/dev/null || echo local)" $(WRONG_ANSWERS)
 test-wrong-answers-all: env
 	$(WRONG_ANSWERS)
+
+# Run All on every notebook's fresh student copy (make test runs 01 and one more, chosen by the commit): every
+# teaching cell runs and shows its output; only exercise cells fail. About 9 minutes on 2 cores.
+test-run-all: env
+	TORCHLENS_RUN_ALL=all $(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider tests/course/test_release.py -k run_all
 
 # Before a GPU session records (tools/record_gpu.py): every topic's dry run, the compile-heavy ones included.
 test-recorder: env
