@@ -150,3 +150,18 @@ def test_progress_is_read_from_the_build_folder_not_from_ninja_s_late_output(tmp
     (tmp_path / "lib.so").write_text("")
     os.utime(tmp_path / "lib.so", (since + 2, since + 2))
     assert _phase(tmp_path, since) == "loading the library"
+
+
+def test_the_cache_key_holds_the_interpreter_and_the_torch_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two venvs sharing ~/.cache: the same source and flags get two folders (their include paths differ)."""
+    from torchlens_widgets.lenses import build as build_lens
+
+    here = build_lens._key("op", ["int x;"], ["-O2"], False)
+    assert here == build_lens._key("op", ["int x;"], ["-O2"], False)
+    monkeypatch.setattr(build_lens.sys, "executable", "/elsewhere/.venv/bin/python")
+    assert build_lens._key("op", ["int x;"], ["-O2"], False) != here
+    monkeypatch.undo()
+    import torch
+
+    monkeypatch.setattr(torch, "__file__", "/elsewhere/site-packages/torch/__init__.py")
+    assert build_lens._key("op", ["int x;"], ["-O2"], False) != here

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from .. import busy
 from .gradebook import GradeError, grade_submissions, merge
 from .outline import progress_report, read_outline
 from .progress import ENV_VAR, ProgressStore
@@ -149,7 +150,7 @@ def _grade(args: argparse.Namespace) -> int:
         shard = (int(k), int(n))
     try:
         book = grade_submissions(args.submissions, args.source, args.out, jobs=args.jobs, limits=limits,
-                                 notebooks=args.notebook, progress=print, sandboxed=not args.no_sandbox,
+                                 notebooks=args.notebook, progress=busy.echo, sandboxed=not args.no_sandbox,
                                  shard=shard)
     except (GradeError, OSError) as exc:
         print(f"torchlens-course grade: error: {exc}", file=sys.stderr)

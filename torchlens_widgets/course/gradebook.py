@@ -32,7 +32,7 @@ from typing import Any
 
 import nbformat
 
-from .. import __version__
+from .. import __version__, busy
 from ..render.theme import STYLE, var
 from . import sandbox
 from .assemble import graded_items, hidden_lines
@@ -281,6 +281,8 @@ def grade_submissions(submissions: Path, source: Path, out: Path, *, jobs: int |
                 pass
             tasks.append((student, src, sub, key, memo))
 
+    finished: list[str] = []  # appended by the worker threads as each notebook is graded (for the busy line)
+
     def work(task: tuple[Path, Path, Path | None, str, Path]) -> tuple[str, NotebookResult]:
         student, src, sub, key, memo = task
         name = student.name
@@ -289,10 +291,12 @@ def grade_submissions(submissions: Path, source: Path, out: Path, *, jobs: int |
         memo.write_text(json.dumps({"key": key, "result": result.to_dict()}))
         passed = sum(i.status == "passed" for i in result.items)
         say(f"{name}  {src.name}: {passed}/{len(result.items)} passed, {result.seconds:.0f} s")
+        finished.append(name)
         return name, result
 
     fresh: dict[tuple[str, str], NotebookResult] = {}
-    with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+    with busy.working("grading", lambda: f"{len(finished)} of {len(tasks)} notebooks graded"), \
+            ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
         for name, result in pool.map(work, tasks):
             fresh[(name, result.notebook)] = result
     for student in students:

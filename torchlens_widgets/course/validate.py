@@ -15,6 +15,7 @@ from typing import Any
 
 import nbformat
 
+from .. import busy
 from .execute import progress_redirected
 from .grading import cell_error, check_report
 from .markers import HIDDEN_PLACEHOLDER
@@ -44,6 +45,13 @@ def _test_cells(nb: Any) -> list[tuple[int, str, float]]:
     return out
 
 
+def _stage(nb: Any) -> str:
+    """Where a run is, for its busy line: read from the cells the runner has numbered so far."""
+    code = [c for c in nb.cells if c.get("cell_type") == "code"]
+    ran = sum(c.get("execution_count") is not None for c in code)
+    return f"cell {ran} of {len(code)} ran in a fresh kernel" if ran else "starting a fresh kernel"
+
+
 def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout: float = 60.0,
                       kernel_name: str = "python3", pid_file: Path | None = None) -> dict[str, Any]:
     """Run `path` (not saved back) and report its visible checks; `timeout` bounds the whole run, kernel
@@ -53,7 +61,7 @@ def validate_notebook(path: Path | str, *, timeout: float = 120.0, cell_timeout:
     nb = nbformat.read(path, as_version=4)
     tests = _test_cells(nb)
     hidden = any(HIDDEN_PLACEHOLDER in _source(nb.cells[i]) for i, _, _ in tests)
-    with progress_redirected() as store_path:
+    with progress_redirected() as store_path, busy.working(f"validating {path.name}", lambda: _stage(nb)):
         run = run_cells(nb, path.parent.resolve(), Limits(timeout, cell_timeout, float("inf")), pid_file=pid_file,
                         own_home=False)
         passed = ProgressStore(store_path).passed()

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .. import busy
 from . import precompiled as pch
 from . import zygote
 
@@ -147,9 +148,13 @@ def build_dir() -> Path:
 
 
 def _key(name: str, sources: Sequence[str], flags: Sequence[str], implicit: bool) -> str:
+    """The cache folder's name: the source and flags, and the interpreter and torch build the library links against
+    (two checkouts or venvs sharing ~/.cache must not reuse each other's builds: their include paths differ)."""
     import torch
 
-    h = hashlib.sha256(json.dumps([list(sources), list(flags), implicit, torch.__version__, sys.version]).encode())
+    build = [torch.__version__, getattr(torch.version, "git_version", ""), getattr(torch.version, "cuda", None),
+             os.path.dirname(torch.__file__), sys.version, sys.executable, sys.prefix]
+    h = hashlib.sha256(json.dumps([list(sources), list(flags), implicit, build]).encode())
     return f"{name}_{h.hexdigest()[:10]}"
 
 
@@ -351,7 +356,13 @@ def build_inline(name: str, source: str, *, headers: Sequence[str] | None = LEAN
     caller's process, and an exception it raises is in `report.probe_error`. A probe always runs the
     subprocess, even when the build itself is cached. `precompiled`: with the lean headers and default flags, use
     their precompiled state when this machine has it (see `prepare`), and start making it in the background
-    after a build that had none; False reads the headers as usual."""
+    after a build that had none; False reads the headers as usual. Without `on_progress`, the build shows a busy
+    line (`torchlens_widgets.busy`) while it runs."""
+    if on_progress is None:
+        with busy.working(f"building {name}", "starting") as line:
+            return build_inline(name, source, headers=headers, extra_cflags=extra_cflags, directory=directory,
+                                timeout=timeout, on_progress=lambda what, _s: line.phase(what), probe=probe,
+                                precompiled=precompiled)
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise BuildError(f"name {name!r}: use a C identifier (letters, digits, '_'; not starting with a digit)")
     if not isinstance(source, str) or not source.strip():
@@ -507,6 +518,11 @@ def prepare(report: BuildReport | None = None, timeout: float = 600.0) -> str:
     """Precompile the lean headers for this machine now, once (~20 s and ~0.9 GB here, ~300 MB on disk), so
     every later cold lean build skips reading them; waits for one being made in the background. `report`: an
     earlier lean build to take the compile flags from (otherwise a tiny op is built first, ~15 s)."""
+    with busy.working("precompiling the lean headers", "looking for them") as line:
+        return _prepare(report, timeout, line)
+
+
+def _prepare(report: BuildReport | None, timeout: float, line: busy.BusyLine) -> str:
     slot = _precompiled_slot(LEAN_HEADERS, ["-O2"])
     if slot is None:
         return (f"precompiled headers are off here (${pch.ENV_OFF}=0, or the compiler is not GCC): "
@@ -515,6 +531,8 @@ def prepare(report: BuildReport | None = None, timeout: float = 600.0) -> str:
         raise BuildError(f"prepare takes a BuildReport from build_inline or build_op (or nothing), not "
                          f"{type(report).__name__}")
     start = time.monotonic()
+    if pch.being_made(slot):
+        line.phase("waiting for the background job that is making them")
     while pch.being_made(slot) and time.monotonic() - start < timeout:
         time.sleep(0.5)
     if pch.usable(slot):
@@ -525,6 +543,7 @@ def prepare(report: BuildReport | None = None, timeout: float = 600.0) -> str:
     if cflags is not None and ([f for f in cflags if f.startswith("-O")] != ["-O2"] or "-Winvalid-pch" in cflags):
         cflags = None  # built with other flags (or already with the precompiled header): not this slot's flags
     if cflags is None:
+        line.phase("building a first lean op to take its compile flags from")
         with tempfile.TemporaryDirectory(prefix="tlw-prepare-") as scratch:  # a lean build's own flags
             tiny = build_inline("tlw_prepare", _TINY, directory=scratch, precompiled=False, timeout=timeout)
             cflags = pch.cflags_of(Path(tiny.directory)) if tiny.ok else None
@@ -534,6 +553,7 @@ def prepare(report: BuildReport | None = None, timeout: float = 600.0) -> str:
         seconds = pch.generate(slot, cflags, LEAN_HEADERS, timeout=timeout)
     except pch.PrecompileError as exc:
         # another process began making them while the flags were taken (a build's background job): wait for it
+        line.phase("waiting for the background job that is making them")
         while pch.being_made(slot) and time.monotonic() - start < timeout:
             time.sleep(0.5)
         if not pch.usable(slot):

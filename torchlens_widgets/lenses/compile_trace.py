@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .. import busy
+
 __all__ = [
     "CompileTrace",
     "CompileTraceError",
@@ -403,7 +405,14 @@ def compile_trace(fn: Callable[..., Any], *args: Any, calls: list[tuple[Any, ...
     need grad (their sum), so Inductor compiles the backward graph too (it does so lazily, at the first
     backward). `compile_kwargs`: backend ("inductor", "aot_eager", "eager"),
     fullgraph, dynamic, mode, options, as for torch.compile. Starts as a new process would: compile ids from
-    0/0, no shape history from earlier runs, its own cache of compiled code."""
+    0/0, no shape history from earlier runs, its own cache of compiled code. Shows a busy line while it works."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    with busy.working(f"torch.compile of {name}", "loading Dynamo") as line:
+        return _compile_trace(line, fn, *args, calls=calls, backward=backward, **compile_kwargs)
+
+
+def _compile_trace(line: busy.BusyLine, fn: Callable[..., Any], *args: Any, calls: list[tuple[Any, ...]] | None,
+                   backward: bool, **compile_kwargs: Any) -> CompileTrace:
     import torch
 
     if not callable(fn):
@@ -485,7 +494,9 @@ def compile_trace(fn: Callable[..., Any], *args: Any, calls: list[tuple[Any, ...
     with _structured_events() as events, contextlib.ExitStack() as stack:
         for p in patches:
             stack.enter_context(p)
-        for run in runs:
+        for i, run in enumerate(runs, 1):
+            line.phase(f"call {i} of {len(runs)}: Dynamo captures graphs, {backend} compiles them, then it runs"
+                       + (" and backward" if backward else ""))
             try:
                 result = compiled(*run)
                 if backward:

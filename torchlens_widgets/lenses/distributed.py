@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import busy
 from . import zygote
 
 __all__ = [
@@ -703,15 +704,28 @@ def run_ranks(step: Callable[..., Any] | str, *, world_size: int = 2, timeout: f
             env.setdefault("GLOO_SOCKET_IFNAME", "lo")
         code = "from torchlens_widgets.lenses.distributed import _worker_main; _worker_main()"
         try:
-            for r in range(world_size):  # forked from a Python that already imported torch (see zygote)
-                procs.append(zygote.spawn(code, [str(folder / "config.json"), str(r)], env=env,
-                                          stdout=folder / f"rank{r}.log"))
-            _wait(procs, folder, timeout, start_timeout)
+            with busy.working(f"running {ref.rsplit(':', 1)[-1]} on {world_size} rank(s)",
+                              "starting the rank processes") as line:
+                for r in range(world_size):  # forked from a Python that already imported torch (see zygote)
+                    procs.append(zygote.spawn(code, [str(folder / "config.json"), str(r)], env=env,
+                                              stdout=folder / f"rank{r}.log"))
+                line.phase(lambda: _stage(procs, folder))
+                _wait(procs, folder, timeout, start_timeout)
             dumps = [json.loads((folder / f"rank{r}.json").read_text()) for r in range(world_size)]
         finally:
             for p in procs:
                 _kill_group(p)
     return _trace(ref, world_size, dumps, kwargs)
+
+
+def _stage(procs: list[zygote.Job | subprocess.Popen[bytes]], folder: Path) -> str:
+    """Where a rank run is, for its busy line: ranks still starting (importing torch, joining the group), or
+    running the step, and how many have finished."""
+    ready = sum((folder / f"rank{r}.ready").exists() for r in range(len(procs)))
+    if ready < len(procs):
+        return f"starting: {ready} of {len(procs)} ranks joined the process group"
+    done = sum(p.poll() is not None for p in procs)
+    return f"running the step: {done} of {len(procs)} ranks finished"
 
 
 def _wait(procs: list[zygote.Job | subprocess.Popen[bytes]], folder: Path, timeout: float, start_timeout: float) -> None:

@@ -28,6 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from .. import busy
 from .timing import one_thread, steady_heap
 
 __all__ = [
@@ -640,15 +641,18 @@ def time_pair(first: Callable[[], Any], second: Callable[[], Any], repeat: int =
 def fusion_report(fn: Callable[..., Any], *args: Any, timed: bool = True, repeat: int = 15) -> FusionReport:
     """Eager and fused traffic of fn(*args) and, if `timed`, both measured on this input (one thread,
     alternating, medians). The fused version is compiled for one thread, as it is timed."""
-    eager = eager_traffic(fn, *args)
-    with one_thread():
-        fused = fused_traffic(fn, *args)
-    eager_ms = fused_ms = None
-    if timed:
-        with one_thread():
-            compiled = torch.compile(fn)
-            with torch.no_grad():
-                compiled(*args)
-                eager_ms, fused_ms = time_pair(lambda: fn(*args), lambda: compiled(*args), repeat)
     name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    with busy.working(f"fusion report of {name}", "eager traffic: recording the ops") as line:
+        eager = eager_traffic(fn, *args)
+        line.phase("fused traffic: compiling with Inductor")
+        with one_thread():
+            fused = fused_traffic(fn, *args)
+        eager_ms = fused_ms = None
+        if timed:
+            line.phase("timing: compiling for one thread, then eager and fused in turn")
+            with one_thread():
+                compiled = torch.compile(fn)
+                with torch.no_grad():
+                    compiled(*args)
+                    eager_ms, fused_ms = time_pair(lambda: fn(*args), lambda: compiled(*args), repeat)
     return FusionReport(function=name, eager=eager, fused=fused, eager_ms=eager_ms, fused_ms=fused_ms)

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch._dynamo as dynamo  # ~2 s to import: this module is loaded only where a notebook compiles
 
+from .. import busy
+
 __all__ = ["CompileReport", "GraphBreak", "graph_breaks"]
 
 
@@ -78,8 +80,10 @@ def graph_breaks(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> CompileRe
     from .compile_trace import _structured_events, skipped_frames
 
     dynamo.reset()
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
     try:
-        with dynamo.config.patch(suppress_errors=False), _structured_events() as events:
+        with busy.working(f"torch.compile of {name}", "Dynamo captures its graphs (no code generated)"), \
+                dynamo.config.patch(suppress_errors=False), _structured_events() as events:
             explained = dynamo.explain(fn)(*args, **kwargs)
     except Exception as exc:  # an error that stops compilation is the finding
         return CompileReport(graphs=0, breaks=(), ops=(), error=_error_text(exc))

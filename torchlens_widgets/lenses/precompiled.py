@@ -23,6 +23,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import busy
+
 __all__ = ["HEADER", "PrecompileError", "being_made", "cflags_of", "enabled", "generate", "rejected", "slot",
            "start_generating", "usable"]
 
@@ -150,10 +152,16 @@ def _run_group(cmd: Sequence[str], timeout: float, env: dict[str, str]) -> subpr
 
 def generate(folder: Path, cflags: Sequence[str], headers: Sequence[str], *, timeout: float = 600.0) -> float:
     """Make the precompiled header in `folder` now (a subprocess; ~20 s and ~0.9 GB here) and return the
-    seconds it took; 0.0 when it was already there. Other processes never see a half-written file."""
+    seconds it took; 0.0 when it was already there. Other processes never see a half-written file. Shows a busy
+    line while the compiler runs (`torchlens_widgets.busy`)."""
     folder = Path(folder)
     if usable(folder):
         return 0.0
+    with busy.working("precompiling the lean headers", "GCC parses them once for this machine"):
+        return _generate(folder, cflags, headers, timeout)
+
+
+def _generate(folder: Path, cflags: Sequence[str], headers: Sequence[str], timeout: float) -> float:
     folder.mkdir(parents=True, exist_ok=True)
     if not _take_lock(folder):
         raise PrecompileError(f"another process is precompiling the lean headers in {folder}; try again in a minute")

@@ -11,7 +11,7 @@ from .markup import esc
 from .portable import portable_html
 from .theme import STYLE, var
 
-__all__ = ["build_html", "build_progress_html", "build_text"]
+__all__ = ["build_html", "build_progress_html", "build_text", "busy_html"]
 
 _CSS = (
     ".tlw-build{font:13px/1.45 var(--jp-ui-font-family,sans-serif);max-width:760px}"
@@ -24,7 +24,7 @@ _CSS = (
     f".tlw-build .ok{{color:{var('good')};font-weight:600}}"
     f".tlw-build .bad{{color:{var('bad')};font-weight:600}}"
     f".tlw-build pre{{margin:2px 0 6px;padding:4px 6px;background:{var('bg2')};white-space:pre-wrap;"
-    "font:12px var(--jp-code-font-family,monospace)}"
+    "word-break:normal;overflow-wrap:anywhere;font:12px var(--jp-code-font-family,monospace)}"
 )
 
 
@@ -95,7 +95,14 @@ def build_html(report: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def busy_html(title: str, phase: str, seconds: float) -> str:
+    """The line shown while long work runs (a build, a header precompile, a compile, a rank run): what it does
+    now and for how long. Portable: it stays in a saved notebook if the work never ends."""
+    what = f": {esc(phase)}" if phase else ""
+    return portable_html(f'<div class="tlw-build tlw-theme"><style>{STYLE}{_CSS}</style>⏳ <b>{esc(title)}</b>{what} '
+                         f'<span class="muted">({seconds:.0f} s)</span></div>')
+
+
 def build_progress_html(name: str, what: str, seconds: float) -> str:
     """The line shown while a build runs (portable: it stays in a saved notebook if the build never ends)."""
-    return portable_html(f'<div class="tlw-build tlw-theme"><style>{STYLE}{_CSS}</style>⏳ building '
-                         f'<b>{esc(name)}</b>: {esc(what)} <span class="muted">({seconds:.0f} s)</span></div>')
+    return busy_html(f"building {name}", what, seconds)
