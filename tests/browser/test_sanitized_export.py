@@ -133,3 +133,52 @@ def test_sanitized_dark_export_reads(page, tmp_path):
     colour = page.locator(".jp-OutputArea-output").first.evaluate("e => getComputedStyle(e).color")
     lum = sum(int(v) for v in re.findall(r"\d+", colour)[:3])
     assert lum > 3 * 150, colour
+
+
+# Every course notebook's saved outputs, exported sanitized (what Lab's export does with "Sanitize HTML output" as it
+# comes) and opened offline: the same pictures before and after, each drawn with a size, no CSS or markup as text.
+# Only the code cells' outputs are exported (no inputs, no markdown): the pictures live there, and exporting whole
+# notebooks through the sanitizer costs ~2.5 s each here where outputs alone take ~0.3 s.
+_ROOT = re.compile(r'class="[^"]*\btlw-theme\b')
+_ESCAPED = re.compile(r"&lt;/?(style|svg|rect|text|line|table|tbody|thead|tr|td|th|div|span|details|summary)\b")
+_REFRESH = ".venv/bin/python -m torchlens_widgets.course.execute notebooks/{name}"
+_TOP_ROOTS = """() => [...document.querySelectorAll('.tlw-theme')]
+  .filter(e => !e.parentElement.closest('.tlw-theme'))
+  .map(e => { const r = e.getBoundingClientRect(); return [e.className, r.width, r.height]; })"""
+_IMAGES = """() => [...document.querySelectorAll('img[src^="data:image/svg+xml"]')]
+  .map(i => [i.complete, i.naturalWidth, i.naturalHeight, i.getBoundingClientRect().width])"""
+
+
+@pytest.mark.parametrize("path", sorted(NOTEBOOKS.glob("[0-9][0-9]-*.ipynb")), ids=lambda p: p.stem)
+def test_every_notebooks_sanitized_export_keeps_its_pictures(page, tmp_path, path):
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [c for c in nb.cells if c.cell_type == "code" and c.get("outputs")]
+    data = [o.get("data", {}) for c in nb.cells for o in c.outputs]
+    html = ["".join(d.get("text/html") or "") for d in data]
+    if any("<style" in h for h in html):
+        pytest.fail(f"{path.name} holds outputs saved before the sanitizer fix (a <style> block): refresh it with "
+                    + _REFRESH.format(name=path.name))
+    roots = sum(len(_ROOT.findall(h)) for h in html)
+    svgs = sum("image/svg+xml" in d for d in data)
+
+    exported, _ = HTMLExporter(sanitize_html=True, exclude_input=True, exclude_markdown=True).from_notebook_node(nb)
+    body = exported[exported.index("<body"):]
+    assert len(_ROOT.findall(body)) == roots, "pictures lost to the sanitizer"
+    assert len(re.findall(r'<img [^>]*src="data:image/svg\+xml;base64,', body)) == svgs, "SVG pictures lost"
+    assert not _ESCAPED.findall(body), f"markup shown as text: {sorted(set(_ESCAPED.findall(body)))}"
+    if not roots and not svgs:
+        return
+    out = tmp_path / f"{path.stem}-sanitized.html"
+    out.write_text(exported)
+    _offline(page)
+    page.goto(out.as_uri(), wait_until="load")
+    text = page.locator("body").inner_text()
+    for leak in ("<style", "var(--", ".tlw-", "<svg", "<rect"):
+        assert leak not in text, f"{leak!r} shown as text"
+    tops = page.evaluate(_TOP_ROOTS)
+    assert all(w > 50 and h > 10 for _, w, h in tops), [t for t in tops if not (t[1] > 50 and t[2] > 10)]
+    images = page.evaluate(_IMAGES)
+    assert len(images) == svgs and all(c and nw > 20 and w > 20 for c, nw, _, w in images), images

@@ -3,7 +3,7 @@
 Runs a stride diagram and a grad graph live in JupyterLab, saves the notebook, shuts the kernel down,
 reloads the page (a fresh kernel starts, without the widgets' models) and checks that every widget output
 shows its static picture drawn inline (the lab extension's fallback, torchlens_widgets/labextension), with
-no ipywidgets error text; then re-running the cells brings the live views back.
+no ipywidgets error text, and captioned as static ("run the cell to interact"); then re-running the cells brings the live views back.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from torchlens_widgets.render.portable import STATIC_NOTE
 
 from .lab import JS_RUN, open_and_run_all, screenshot_on_failure, wait_kernel_idle
 
@@ -63,6 +65,8 @@ def test_reopened_notebook_shows_static_pictures_then_live_again(page, lab, requ
         expect(page.locator(STATIC)).to_have_count(2, timeout=30_000)
         for i in range(2):
             expect(page.locator(STATIC).nth(i)).to_be_visible()
+            # issue 25 item 7: a static picture says so (its chips and nodes do nothing until the cell runs)
+            assert STATIC_NOTE in (page.locator(STATIC).nth(i).text_content() or "")
         text = " ".join(outputs.all_inner_texts())
         assert "model not found" not in text and "Error displaying widget" not in text, text
         assert "Loading widget" not in text, text
@@ -76,4 +80,5 @@ def test_reopened_notebook_shows_static_pictures_then_live_again(page, lab, requ
         for live in LIVE:
             expect(page.locator(live).first).to_be_visible(timeout=60_000)
         expect(page.locator(STATIC)).to_have_count(0, timeout=30_000)
+        assert not any(STATIC_NOTE in (page.locator(live).first.text_content() or "") for live in LIVE)
         page.screenshot(path=str(SHOTS / "restart-live-again.png"), full_page=True)

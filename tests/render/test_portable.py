@@ -235,7 +235,7 @@ def _html_outputs(path: Path) -> list[str]:
 def test_committed_notebook_outputs_survive_the_sanitizer(path: Path) -> None:
     outputs = _html_outputs(path)
     if any("<style" in h for h in outputs):
-        pytest.xfail(f"{path.name} was saved before the sanitizer fix: refresh it with "
-                     + REFRESH.format(name=path.name))
+        pytest.fail(f"{path.name} holds outputs saved before the sanitizer fix (a <style> block): refresh it with "
+                    + REFRESH.format(name=path.name))
     for h in outputs:
         assert_survives(h)

@@ -11,6 +11,7 @@ import torch
 
 from ..lenses.autocast import AutocastError, AutocastTrace, ValueProbe, autocast_trace, probe_values
 from ..render.autocast import MAX_PROBE_ROWS, autocast_html, autocast_text, probe_html, probe_text
+from ..render.portable import portable_html
 from ._base import ReportView
 
 __all__ = ["AutocastView", "ProbeView", "show_autocast", "show_probe"]
@@ -50,7 +51,7 @@ class ProbeView:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         data = self._data()
-        return {"text/html": probe_html(data, self.dtype), "text/plain": probe_text(data, self.dtype)}
+        return {"text/html": portable_html(probe_html(data, self.dtype)), "text/plain": probe_text(data, self.dtype)}
 
     def __repr__(self) -> str:
         return probe_text(self._data(), self.dtype)
