@@ -3,7 +3,8 @@
 Runs a stride diagram and a grad graph live in JupyterLab, saves the notebook, shuts the kernel down,
 reloads the page (a fresh kernel starts, without the widgets' models) and checks that every widget output
 shows its static picture drawn inline (the lab extension's fallback, torchlens_widgets/labextension), with
-no ipywidgets error text, and captioned as static ("run the cell to interact"); then re-running the cells brings the live views back.
+no ipywidgets error text, and captioned as static ("run the cell to interact"), in JupyterLab and in Notebook 7;
+then re-running the cells brings the live views back.
 """
 
 from __future__ import annotations
@@ -74,6 +75,21 @@ def test_reopened_notebook_shows_static_pictures_then_live_again(page, lab, requ
         assert box and box["width"] > 100 and box["height"] > 50, box
         SHOTS.mkdir(exist_ok=True)
         page.screenshot(path=str(SHOTS / "restart-static.png"), full_page=True)
+
+        # Notebook 7 on the same saved notebook (its kernel never made those models): the same captioned pictures
+        nb7 = page.context.new_page()
+        nb7.goto(f"{lab.url}/notebooks/{lab.notebook}?token={lab.token}", wait_until="domcontentloaded",
+                 timeout=60_000)
+        expect(nb7.locator(STATIC)).to_have_count(2, timeout=60_000)
+        nb7.wait_for_timeout(3_000)  # ipywidgets has looked for the models by now
+        expect(nb7.locator(STATIC)).to_have_count(2)
+        for i in range(2):
+            expect(nb7.locator(STATIC).nth(i)).to_be_visible()
+            assert STATIC_NOTE in (nb7.locator(STATIC).nth(i).text_content() or "")
+        nb7_text = " ".join(nb7.locator(".jp-OutputArea-output").all_inner_texts())
+        assert "model not found" not in nb7_text and "Error displaying widget" not in nb7_text, nb7_text
+        nb7.screenshot(path=str(SHOTS / "restart-static-notebook7.png"), full_page=True)
+        nb7.close()
 
         # Running the cells again gives the live views back, in place of the pictures.
         page.evaluate(JS_RUN, ["notebook:run-all-cells", 90_000])

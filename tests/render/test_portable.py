@@ -239,3 +239,15 @@ def test_committed_notebook_outputs_survive_the_sanitizer(path: Path) -> None:
                     + REFRESH.format(name=path.name))
     for h in outputs:
         assert_survives(h)
+
+
+def test_items_kept_whole_still_wrap_between_them() -> None:
+    """white-space:nowrap on each legend item is not moved up to the legend: the items must still break between
+    them (the program grid's legend ran off a narrow page in Notebook 7)."""
+    from tests.render.test_tgrid_fixture import lens_data
+    from torchlens_widgets.render.triton_grid import program_grid_html
+
+    html = portable_html(program_grid_html(next(iter(lens_data().values()))))
+    legend = re.search(r'<div class="legend" style="([^"]*)"', html)
+    assert legend and "nowrap" not in legend.group(1), legend
+    assert re.search(r'<span class="item" style="[^"]*white-space:nowrap', html)

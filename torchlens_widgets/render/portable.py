@@ -183,7 +183,9 @@ def _inline(node: _Node, rules: list[_Rule]) -> dict[str, str]:
     return {k: _resolve(v) for k, v in style.items() if k != "cursor"}
 
 
-_INHERITED = ("color", "font", "font-family", "font-size", "white-space", "line-height")
+# not white-space: on each inline-block item it keeps the item whole, on their parent it stops the line breaking
+# between them (the program grid's legend ran off the edge of a narrow page)
+_INHERITED = ("color", "font", "font-family", "font-size", "line-height")
 _USES_COLOUR = re.compile(r"^(border|outline|box-shadow|text-decoration|column-rule)")
 
 
