@@ -26,10 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from torchlens_widgets.render.portable import STATIC_NOTE
-
 from .lab import screenshot_on_failure, wait_kernel_idle
-from .test_sanitized_export import _offline, _pictures
+from .test_sanitized_export import _offline, _pictures, assert_pictures_read
 
 pytestmark = pytest.mark.browser
 
@@ -119,34 +117,7 @@ def test_lab_export_menu_keeps_every_picture(page, lab, request, tmp_path, front
     SHOTS.mkdir(exist_ok=True)
     viewer.screenshot(path=str(SHOTS / f"{front}-export-sanitized.png"), full_page=True)
 
-    outputs = viewer.locator(".jp-OutputArea-output")
-    assert outputs.count() == len(PICTURES), [k for k, _, _ in PICTURES]
-    text = viewer.locator("body").inner_text()
-    for leak in ("<style", "var(--", ".tlw-", "<svg", "<tbody", "<rect", "display:", "</"):
-        assert leak not in text, f"{leak!r} shown as text"
-    for i, (kind, mime, _) in enumerate(PICTURES):
-        out = outputs.nth(i)
-        box = out.bounding_box()
-        assert box and box["width"] > 100 and box["height"] > 20, (kind, box)
-        if mime == "image/svg+xml":
-            size = out.locator("img").evaluate("i => [i.naturalWidth, i.naturalHeight, i.complete]")
-            assert size[0] > 50 and size[1] > 20 and size[2], (kind, size)
-        else:
-            assert out.locator(".tlw-theme").count() >= 1, kind
-            assert len(out.inner_text().split()) > 3, (kind, out.inner_text()[:200])
-
-    grid = outputs.nth(0)
-    assert PICTURES[0][0] == "tlw-tgrid"
-    assert STATIC_NOTE in grid.inner_text()
-    rows = grid.locator(".trow")
-    assert rows.count() >= 2
-    boxes = [rows.nth(i).bounding_box() for i in range(rows.count())]
-    assert all(b and b["width"] > 40 and b["height"] > 5 for b in boxes), boxes
-    assert len({round(b["y"]) for b in boxes if b}) == len(boxes), "each row of cells on a line of its own"
-    pids = grid.locator(".pid")
-    assert pids.count() >= 2
-    first, second = pids.nth(0).bounding_box(), pids.nth(1).bounding_box()
-    assert first and second and second["x"] - (first["x"] + first["width"]) > 1, "program ids apart, not '0123'"
+    grid = assert_pictures_read(viewer, PICTURES, front)
     assert re.search(r"\[0\] 1", grid.inner_text()), grid.inner_text()[:200]
     # The only requests refused are nbconvert's template's own scripts (require.js, MathJax from cdnjs): the
     # pictures, drawn above without them, need nothing online.

@@ -144,6 +144,19 @@ def _scroll_to(page, view) -> None:
     page.wait_for_timeout(300)
 
 
+def _both_views(page, ranks, profile, front: str) -> None:
+    """The rank lanes' cut and labels, both views' zoom checks, and a zoomed profile for the record."""
+    _ranks_checks(page, ranks)
+    _zoom_checks(page, ranks, rank_lanes=True)
+    _scroll_to(page, profile)
+    _zoom_checks(page, profile, rank_lanes=False)
+    lane = profile.locator("svg rect.tlw-lane").first.bounding_box()
+    page.mouse.move(lane["x"] + lane["width"] * 0.3, lane["y"] + 8)
+    page.mouse.wheel(0, -480)
+    page.wait_for_timeout(300)
+    _shot(page, f"{front}-profile-zoomed")
+
+
 def test_rank_lanes_and_profile_zoom_in_jupyterlab(nb_page, lab, request):
     from playwright.sync_api import expect
 
@@ -159,16 +172,7 @@ def test_rank_lanes_and_profile_zoom_in_jupyterlab(nb_page, lab, request):
             _scroll_to(page, profile)
             _shot(page, "lab-profile")
             return
-        _ranks_checks(page, ranks)
-        _zoom_checks(page, ranks, rank_lanes=True)
-        _scroll_to(page, profile)
-        _zoom_checks(page, profile, rank_lanes=False)
-        # a zoomed state, for the record
-        lane = profile.locator("svg rect.tlw-lane").first.bounding_box()
-        page.mouse.move(lane["x"] + lane["width"] * 0.3, lane["y"] + 8)
-        page.mouse.wheel(0, -480)
-        page.wait_for_timeout(300)
-        _shot(page, "lab-profile-zoomed")
+        _both_views(page, ranks, profile, "lab")
         _scroll_to(page, ranks)
         lane = ranks.locator("svg rect.tlw-lane").first.bounding_box()
         page.mouse.move(lane["x"] + lane["width"] * 0.35, lane["y"] + 8)
@@ -216,12 +220,4 @@ def test_rank_lanes_and_profile_zoom_in_notebook_7(page, lab, request):
             _scroll_to(page, profile)
             _shot(page, "nb7-profile")
             return
-        _ranks_checks(page, ranks)
-        _zoom_checks(page, ranks, rank_lanes=True)
-        _scroll_to(page, profile)
-        _zoom_checks(page, profile, rank_lanes=False)
-        lane = profile.locator("svg rect.tlw-lane").first.bounding_box()
-        page.mouse.move(lane["x"] + lane["width"] * 0.3, lane["y"] + 8)
-        page.mouse.wheel(0, -480)
-        page.wait_for_timeout(300)
-        _shot(page, "nb7-profile-zoomed")
+        _both_views(page, ranks, profile, "nb7")

@@ -75,20 +75,12 @@ def _offline(page) -> list[str]:
     return refused
 
 
-@pytest.mark.parametrize("sanitize", [True, False], ids=["sanitized", "unsanitized"])
-def test_exported_pictures_render_offline(page, tmp_path, sanitize):
-    pictures = _pictures()
-    assert {k for k, _, _ in pictures} >= {"tlw-tgrid", "tlw-dtable", "tlw-ptrace", "tlw-stride", "tlw-grad", "tlw-plot"}
-    path = _export(tmp_path, pictures, sanitize)
-    _offline(page)
-    page.goto(path.as_uri(), wait_until="load")
-    page.wait_for_timeout(500)
-    name = "sanitized" if sanitize else "unsanitized"
-    SHOTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"export-{name}.png"), full_page=True)
-
+def assert_pictures_read(page, pictures: list[tuple[str, str, str]], name: str):
+    """An exported page (one output per picture, in order) as a reader sees it: no CSS or markup as text, every
+    picture with a size (an SVG image loaded), and the program grid, the first, still a grid: its static note,
+    one row of cells per line, program ids apart. Returns the grid's output."""
     outputs = page.locator(".jp-OutputArea-output")
-    assert outputs.count() == len(pictures)
+    assert outputs.count() == len(pictures), [k for k, _, _ in pictures]
     text = page.locator("body").inner_text()
     for leak in ("<style", "var(--", ".tlw-", "<svg", "<tbody", "<rect", "display:", "</"):
         assert leak not in text, f"{name}: {leak!r} shown as text"
@@ -101,8 +93,8 @@ def test_exported_pictures_render_offline(page, tmp_path, sanitize):
             assert size[0] > 50 and size[1] > 20 and size[2], (kind, size)
         else:
             inner = out.inner_text()
-            assert len(inner.split()) > 3, (kind, inner[:200])
-
+            assert out.locator(".tlw-theme").count() >= 1 and len(inner.split()) > 3, (kind, inner[:200])
+    assert pictures[0][0] == "tlw-tgrid"
     grid = outputs.nth(0)
     assert STATIC_NOTE in grid.inner_text()
     rows = grid.locator(".trow")
@@ -114,6 +106,23 @@ def test_exported_pictures_render_offline(page, tmp_path, sanitize):
     assert pids.count() >= 2
     first, second = pids.nth(0).bounding_box(), pids.nth(1).bounding_box()
     assert first and second and second["x"] - (first["x"] + first["width"]) > 1, "program ids apart, not '0123'"
+    return grid
+
+
+@pytest.mark.parametrize("sanitize", [True, False], ids=["sanitized", "unsanitized"])
+def test_exported_pictures_render_offline(page, tmp_path, sanitize):
+    pictures = _pictures()
+    assert {k for k, _, _ in pictures} >= {"tlw-tgrid", "tlw-dtable", "tlw-ptrace", "tlw-stride", "tlw-grad", "tlw-plot"}
+    path = _export(tmp_path, pictures, sanitize)
+    _offline(page)
+    page.goto(path.as_uri(), wait_until="load")
+    page.wait_for_timeout(500)
+    name = "sanitized" if sanitize else "unsanitized"
+    SHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"export-{name}.png"), full_page=True)
+
+    grid = assert_pictures_read(page, pictures, name)
+    rows = grid.locator(".trow")
     if sanitize:
         assert re.search(r"\[0\] 1", grid.inner_text()), grid.inner_text()[:200]
         assert re.search(r"X", rows.nth(0).inner_text() + rows.nth(1).inner_text())

@@ -3,7 +3,9 @@ the cells over 1.2 s), the first update within 2 s, a summary that says done; th
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,27 @@ import pytest
 from torchlens_widgets import busy
 from torchlens_widgets.course import validate
 from torchlens_widgets.course.runner import Run
+
+
+@contextlib.contextmanager
+def _recorded() -> Iterator[tuple[list[tuple[float, str]], list[str]]]:
+    """Busy lines shown inside the block, as (seconds since it began, the line), and the summaries closing them."""
+    updates: list[tuple[float, str]] = []
+    closed: list[str] = []
+    t0 = time.monotonic()
+
+    class Sink:
+        def update(self, title: str, phase: str, seconds: float) -> None:
+            updates.append((time.monotonic() - t0, busy.line_text(title, phase, seconds)))
+
+        def close(self, summary: str) -> None:
+            closed.append(summary)
+
+    before = busy.connect(Sink)
+    try:
+        yield updates, closed
+    finally:
+        busy.connect(before)
 
 
 def test_validation_shows_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,22 +51,8 @@ def test_validation_shows_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         return Run(status={i: "ok" for i in range(len(nb.cells))}, seconds=1.2)
 
     monkeypatch.setattr(validate, "run_cells", run_cells)
-    updates: list[tuple[float, str]] = []
-    closed: list[str] = []
-    t0 = time.monotonic()
-
-    class Sink:
-        def update(self, title: str, phase: str, seconds: float) -> None:
-            updates.append((time.monotonic() - t0, busy.line_text(title, phase, seconds)))
-
-        def close(self, summary: str) -> None:
-            closed.append(summary)
-
-    before = busy.connect(Sink)
-    try:
+    with _recorded() as (updates, closed):
         report = validate.validate_notebook(path)
-    finally:
-        busy.connect(before)
     assert report["checks"] == []
     assert updates[0][0] < 2.0 and updates[0][1] == "validating nb.ipynb: starting a fresh kernel (0 s)"
     assert closed == ["validating nb.ipynb: done"]
@@ -75,22 +84,8 @@ def test_grading_shows_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         return missing(nbformat.read(src, as_version=4), src.name, "mocked")
 
     monkeypatch.setattr(gradebook, "_run_worker", worker)
-    updates: list[tuple[float, str]] = []
-    closed: list[str] = []
-    t0 = time.monotonic()
-
-    class Sink:
-        def update(self, title: str, phase: str, seconds: float) -> None:
-            updates.append((time.monotonic() - t0, busy.line_text(title, phase, seconds)))
-
-        def close(self, summary: str) -> None:
-            closed.append(summary)
-
-    before = busy.connect(Sink)
-    try:
+    with _recorded() as (updates, closed):
         book = gradebook.grade_submissions(subs, source, tmp_path / "out", jobs=1, sandboxed=False)
-    finally:
-        busy.connect(before)
     assert book.graded == 2
     assert updates[0][0] < 2.0 and updates[0][1] == "grading: 0 of 2 notebooks graded (0 s)"
     assert closed == ["grading: done"]
