@@ -171,7 +171,8 @@ def test_compile_view_opens_a_graph_break_with_torchs_explanation(nb_page, lab, 
         why.locator("summary.brk").click()  # the marker under the line that broke the graph
         expect(why).to_have_attribute("open", "")
         expect(explanation).to_be_visible()
-        expect(explanation).to_contain_text("builtin operator `print`")
+        expect(explanation).to_contain_text("builtin operator print")  # torch's `print`, set as code
+        expect(explanation.locator("code", has_text="print")).to_be_visible()
         expect(why.locator("li").first).to_be_visible()
         expect(why.locator("li").first).to_contain_text("print")
 
