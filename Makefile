@@ -60,7 +60,7 @@ test-js: env
 
 test-unit: env sandbox-deps
 	$(TIMED) test-unit $(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=15 \
-	  -m "not browser and not recorder" --ignore tests/course/test_wrong_answers.py tests
+	  -m "not browser and not recorder" -k "not run_all_of_a_fresh_student_copy" --ignore tests/course/test_wrong_answers.py tests
 
 # Every exercise's stub, wrong answers and reference, one kernel per notebook (tests/course/wrong_answers).
 # `make test` runs three wrong answers per exercise (one gaming), a sample fixed by the commit: another commit,
@@ -85,6 +85,9 @@ test-notebooks: env
 	$(TIMED) nbval env $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) notebooks
 	# the precision, trace and distributed notebooks pass once more: a flaky cell fails here (20 times its checks on one thread)
 	$(TIMED) nbval-repeat env $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $(REPEAT_NOTEBOOKS)
+	# Run All on fresh student copies (01 and one chosen by the commit; make test-run-all: all 20), here beside the
+	# other notebook runs: the unit phase's C++ builds on both cores made 01's timings flaky
+	$(TIMED) run-all $(BIN)/pytest -n 2 -q -p no:cacheprovider tests/course/test_release.py -k run_all_of_a_fresh_student_copy
 
 # Saved outputs must not depend on the CPU that refreshed them. test-isa runs nbval as an AVX2 machine would
 # (aten's kernels, Inductor's code, MKL and oneDNN all held to AVX2), then the notebooks whose C++ Inductor
