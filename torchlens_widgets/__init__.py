@@ -11,6 +11,8 @@ import sys
 from importlib import import_module
 from typing import Any
 
+from . import busy
+
 __version__ = "0.1.0"
 
 # public name -> the module that defines it
@@ -99,6 +101,17 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_WHERE))
 
+
+def _kernel_display() -> Any:
+    """Busy lines (`busy.working`) in a kernel show in the running cell: the widget layer's display, loaded at
+    the first line a kernel shows, so a terminal or the server extension never imports the widgets."""
+    if not busy.in_kernel():
+        return None
+    return import_module(".widgets.build", __name__).display_line()
+
+
+if busy.connected() is None:
+    busy.connect(_kernel_display)
 
 # From here on, each module the graded checks trust is noted as it is imported, before an answer cell can patch it.
 import_module(".course.trusted", __name__).install()

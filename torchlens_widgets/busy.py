@@ -2,9 +2,9 @@
 doing now and for how long, so a cell that runs for tens of seconds does not look frozen.
 
 A lens wraps its work in `working(title)` and names its phases (`line.phase("compiling")`); this module knows
-no UI. The widget layer connects a display (an IPython display handle in a kernel, `widgets/build.py`: in a
-kernel where nothing is connected yet, that module is imported by name at the first busy line, so a lens never
-imports it); in a terminal the line goes to stderr, rewritten in place with a carriage return; elsewhere nothing is
+no UI and imports nothing of the package. Whoever draws connects a sink: the package's entry point
+(`torchlens_widgets/__init__.py`) connects the widget layer's kernel display, loaded at the first line shown in a
+kernel; in a terminal the line goes to stderr, rewritten in place with a carriage return; elsewhere nothing is
 shown. A ticker thread rewrites the line with the elapsed time twice a second (and at once when the phase
 changes), and stops when the work ends or raises. When it ends the line is emptied (a notebook keeps no time in
 its saved output) and the sink is told a short summary.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import importlib
 import shutil
 import sys
 import threading
@@ -25,7 +24,6 @@ from typing import IO, Protocol
 __all__ = ["BusyLine", "Sink", "connect", "connected", "echo", "in_kernel", "line_text", "working"]
 
 EVERY_S = 0.5  # how often the elapsed time is rewritten
-_KERNEL_DISPLAY = "torchlens_widgets.widgets.build"  # the widget-layer module that connects a kernel's display
 
 
 class Sink(Protocol):
@@ -100,10 +98,6 @@ class _TerminalLine:
 
 def _open_sink() -> Sink | None:
     sink = _connector() if _connector is not None else None
-    if sink is None and _connector is None and in_kernel():
-        with contextlib.suppress(ImportError):
-            importlib.import_module(_KERNEL_DISPLAY)  # connects the kernel display on import
-        sink = _connector() if _connector is not None else None
     if sink is None:
         stream = sys.stderr
         with contextlib.suppress(AttributeError, ValueError, OSError):

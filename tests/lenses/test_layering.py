@@ -47,3 +47,11 @@ def test_the_checker_sees_a_lazy_upward_import(tmp_path: Path) -> None:
     bad.parent.mkdir()
     bad.write_text("def show(self):\n    from ..widgets.dispatch import dispatch_widget\n    return dispatch_widget(self)\n")
     assert _imports(bad) == [(2, "torchlens_widgets.widgets.dispatch")]
+
+
+def test_busy_lines_know_no_layer() -> None:
+    """busy.py sits below the lenses: it imports nothing of the package, by statement or by name."""
+    path = PACKAGE / "busy.py"
+    named = [f"line {n}: {m}" for n, m in _imports(path) if m.startswith("torchlens_widgets")]
+    assert not named, f"busy.py imports the package: {named}"
+    assert "torchlens_widgets." not in path.read_text(), "busy.py names a package module (an import by string)"

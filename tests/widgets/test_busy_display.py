@@ -54,3 +54,17 @@ def test_outside_a_kernel_the_widget_layer_shows_nothing() -> None:
     from torchlens_widgets.widgets import build as widget
 
     assert widget.display_line() is None
+
+
+def test_the_package_entry_point_connects_the_kernel_display(monkeypatch: pytest.MonkeyPatch) -> None:
+    import IPython.display
+
+    import torchlens_widgets
+    from torchlens_widgets.widgets import build as widget
+
+    connector = busy.connected()
+    assert connector is torchlens_widgets._kernel_display, "importing the package connects the kernel display"
+    assert connector() is None, "outside a kernel it opens nothing (a terminal gets the stderr line)"
+    monkeypatch.setattr(IPython.display, "display", lambda data, raw=False, display_id=False: object())
+    monkeypatch.setattr(busy, "in_kernel", lambda: True)
+    assert isinstance(connector(), widget.DisplayLine)

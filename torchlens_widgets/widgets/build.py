@@ -2,7 +2,7 @@
 seconds to tens of seconds), then the build report in place of it. Plain HTML outputs (no widget model),
 so a saved notebook shows the report as it was.
 
-The same line serves all long work in a kernel (`torchlens_widgets.busy`): importing this module connects
+The same line serves all long work in a kernel (`torchlens_widgets.busy`): the package's entry point connects
 `display_line`, an IPython display handle that starts empty, moves while the work runs and is emptied at its end,
 so the saved output holds no time and nbval compares nothing that varies."""
 
@@ -46,10 +46,6 @@ def display_line() -> DisplayLine | None:
         return DisplayLine()
     except ImportError:
         return None
-
-
-if busy.connected() is None:
-    busy.connect(display_line)
 
 
 class BuildView(ReportView):
