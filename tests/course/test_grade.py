@@ -1,6 +1,7 @@
 """`torchlens-course grade` on tampered submissions of a released notebook gives exactly the expected gradebook.
 
-The submissions are made from notebook 02's release: full marks, blank, edited / deleted / re-typed / moved test
+The submissions are made from notebook 02's release, cut to the code cells its exercises need (its teaching cells
+draw and time things, which nbval runs; here they would double each of the ~15 sandboxed runs): full marks, blank, edited / deleted / re-typed / moved test
 cells, an infinite loop, a memory bomb, ``os._exit``, a cell that reads the instructor's source, a missing and
 an unreadable notebook, a progress file claiming every pass, and forged passes. One grading run (two at a time) serves every
 check of the first test; a second run with nothing changed must reuse every result.
@@ -157,8 +158,23 @@ if _got_out:
 '''
 
 
-def _submissions(root: Path) -> Path:
-    source = nbformat.read(SOURCE / NAME, as_version=4)
+def _exercise_cells_only(folder: Path) -> Path:
+    """A source folder holding 02 with only the code cells its exercises need (every markdown cell kept)."""
+    from tests.course.wrong_answers.needed import needed_cells
+
+    nb = nbformat.read(SOURCE / NAME, as_version=4)
+    code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    always = [k for k, i in enumerate(code) if k == 0 or _meta(nb.cells[i]).get("grade") or _meta(nb.cells[i]).get("solution")]
+    keep = {code[k] for k in needed_cells([nb.cells[i].source for i in code], always)}
+    nb.cells = [c for i, c in enumerate(nb.cells) if c.cell_type != "code" or i in keep]
+    assert len(keep) < len(code), "02 has teaching cells its exercises do not need"
+    folder.mkdir()
+    nbformat.write(nb, folder / NAME)
+    return folder
+
+
+def _submissions(root: Path, source_dir: Path) -> Path:
+    source = nbformat.read(source_dir / NAME, as_version=4)
     release = release_notebook(source)
     stubs = {_meta(c)["grade_id"]: c.source for c in release.cells if _meta(c).get("solution")}
     subs = root / "submissions"
@@ -203,7 +219,7 @@ def _submissions(root: Path) -> Path:
         "02-my-transpose-answer": "_hog = []\nwhile True:\n    _hog.append(b'x' * 2**26)\n"}))
     put("os-exit", answered_release(source, {"02-which-views-answer": "import os\nos._exit(0)\n"}))
     put("reads-source", answered_release(source, {"02-storage-position-answer": READS_SOURCE.format(
-        path=SOURCE / NAME, repo=SOURCE.parent, name=NAME)}))
+        path=source_dir / NAME, repo=SOURCE.parent, name=NAME)}))
     put("forged-pass", answered_release(source, {**stubs, IDS[0] + "-answer": FORGE.format(ids=IDS)}))
     put("transformer-forge", answered_release(source, {**stubs, IDS[0] + "-answer": TRANSFORMER % (IDS,)}))
     traced = answered_release(source)
@@ -212,7 +228,7 @@ def _submissions(root: Path) -> Path:
     escape = answered_release(source)
     needle = next(x for x in hidden_lines(source) if len(x) >= 20)  # a hidden test's line: in no file it can read
     escape.cells.insert(0, nbformat.v4.new_code_cell(ESCAPE.format(
-        source=SOURCE / NAME, source_dir=SOURCE, out=root / "out", victim=subs / "full", needle=needle)))
+        source=source_dir / NAME, source_dir=source_dir, out=root / "out", victim=subs / "full", needle=needle)))
     put("escape", escape)
     line = next(x for x in hidden_lines(source) if len(x) >= 20)
     leak = base64.b64encode(line.encode()).decode()
@@ -220,7 +236,7 @@ def _submissions(root: Path) -> Path:
                                           f"def storage_position(index, shape, stride, offset):\n"
                                           f"    raise ValueError('B64:{leak}')\n"}))
     put("symlinked-notebook", None)
-    (subs / "symlinked-notebook" / NAME).symlink_to(SOURCE / NAME)
+    (subs / "symlinked-notebook" / NAME).symlink_to(source_dir / NAME)
     (subs / "symlinked-folder").symlink_to(subs / "full", target_is_directory=True)
     put("hard-linked", None)
     nbformat.write(source, root / "copy.ipynb")
@@ -239,22 +255,23 @@ def _submissions(root: Path) -> Path:
 def test_grading_tampered_submissions(tmp_path: Path) -> None:
     """One grading run (about 14 notebook runs) serves every part; xdist would run a module fixture once per worker."""
     assert sandbox.available(), f"this machine cannot sandbox a kernel: {sandbox.INSTALL}"
-    subs = _submissions(tmp_path)
+    source = _exercise_cells_only(tmp_path / "source")
+    subs = _submissions(tmp_path, source)
     out = tmp_path / "out"
     t0 = time.monotonic()
-    book = grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
+    book = grade_submissions(subs, source, out, jobs=2, limits=LIMITS, notebooks=[NAME])
     first = time.monotonic() - t0
     assert book.skipped == [".hidden"] and book.sandboxed
-    _nothing_got_out(tmp_path)
+    _nothing_got_out(tmp_path, source)
     _gradebook_is_exactly_the_expected_one(out)
     _summary_has_a_row_per_student(out)
-    _feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(out)
-    _a_rerun_with_nothing_changed_reuses_every_result(subs, out, first)
+    _feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(out, source)
+    _a_rerun_with_nothing_changed_reuses_every_result(subs, source, out, first)
 
 
-def _nothing_got_out(root: Path) -> None:
+def _nothing_got_out(root: Path, source: Path) -> None:
     planted = [p for p in (root / "out" / "planted.txt", root / "submissions" / "full" / "planted.txt",
-                           SOURCE / "planted.txt", Path("/dev/shm/planted.txt")) if p.exists()]
+                           source / "planted.txt", SOURCE / "planted.txt", Path("/dev/shm/planted.txt")) if p.exists()]
     assert not planted, f"a kernel wrote outside its sandbox: {planted}"
     daemons = [p for p in Path("/proc").glob("[0-9]*") if b"987654" in _cmdline(p)]
     assert not daemons, "a process started by a graded notebook outlived it"
@@ -286,8 +303,8 @@ def _summary_has_a_row_per_student(out: Path) -> None:
     assert summary["infinite-loop"]["points"] == "10" and summary["missing"]["notebooks_submitted"] == "0"
 
 
-def _feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(out: Path) -> None:
-    secret = [line for line in hidden_lines(nbformat.read(SOURCE / NAME, as_version=4)) if len(line) >= 8]
+def _feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(out: Path, source: Path) -> None:
+    secret = [line for line in hidden_lines(nbformat.read(source / NAME, as_version=4)) if len(line) >= 8]
     assert len(secret) > 10
     for student in EXPECTED:
         for ext in ("json", "html"):
@@ -304,10 +321,10 @@ def _feedback_teaches_and_never_holds_hidden_tests_or_tracebacks(out: Path) -> N
     assert "13 of 13 points" in html and "var(--tlw-good)" in html and "#" not in html.split("<body")[1]
 
 
-def _a_rerun_with_nothing_changed_reuses_every_result(subs: Path, out: Path, first: float) -> None:
+def _a_rerun_with_nothing_changed_reuses_every_result(subs: Path, source: Path, out: Path, first: float) -> None:
     before = (out / "gradebook.csv").read_text()
     t0 = time.monotonic()
-    book = grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
+    book = grade_submissions(subs, source, out, jobs=2, limits=LIMITS, notebooks=[NAME])
     assert (book.graded, book.reused) == (0, len(EXPECTED) - len(REFUSED))
     assert time.monotonic() - t0 < 5 < first
     assert (out / "gradebook.csv").read_text() == before
@@ -315,7 +332,7 @@ def _a_rerun_with_nothing_changed_reuses_every_result(subs: Path, out: Path, fir
     nb = nbformat.read(full, as_version=4)
     nb.cells.append(nbformat.v4.new_markdown_cell("a note"))
     nbformat.write(nb, full)
-    book = grade_submissions(subs, SOURCE, out, jobs=2, limits=LIMITS, notebooks=[NAME])
+    book = grade_submissions(subs, source, out, jobs=2, limits=LIMITS, notebooks=[NAME])
     assert (book.graded, book.reused) == (1, len(EXPECTED) - len(REFUSED) - 1)
     assert (out / "gradebook.csv").read_text() == before
 
