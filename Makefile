@@ -91,14 +91,9 @@ test-run-all: env
 test-recorder: env
 	$(BIN)/pytest -n 2 -q -p no:cacheprovider -m recorder tests/tools
 
-# The notebooks nbval runs, the longest first: loadfile hands each worker the next notebook as it frees up, so the
-# run does not end on one worker with a long notebook while the other idles (alphabetical order ends on 18-20).
-HEAVY_NOTEBOOKS := $(foreach n,09 19 13 20 18 10 16 11 17 12 15,$(wildcard notebooks/$(n)-*.ipynb))
-NOTEBOOKS_HEAVY_FIRST := $(HEAVY_NOTEBOOKS) $(filter-out $(HEAVY_NOTEBOOKS),$(sort $(wildcard notebooks/*.ipynb)))
-
 test-notebooks: env
 	# one kernel per notebook, two notebooks at a time (loadfile keeps a notebook's cells on one worker, in order)
-	$(TIMED) nbval env $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $(NOTEBOOKS_HEAVY_FIRST)
+	$(TIMED) nbval env $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) notebooks
 	# the precision, trace and distributed notebooks pass once more: a flaky cell fails here (20 times its checks on one thread)
 	$(TIMED) nbval-repeat env $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $(REPEAT_NOTEBOOKS)
 	# Run All on fresh student copies (01 and one chosen by the commit; make test-run-all: all 20), here beside the

@@ -468,7 +468,7 @@ E2E_HINTS = (
     "compiler; stage 3's loss is already one graph. Compile it once, outside the step, zero the gradients with "
     "set_to_none=True and run backward on the loss it returns",
 )
-E2E_TARGET, E2E_BUDGET = 1.8, 0.6
+E2E_TARGET, E2E_BUDGET = 1.6, 0.6   # 1.6: the compiled chain cleared it on every CPU tried (1.77x at worst, see 20)
 E2E_TIMED_BATCHES = 32   # distinct batches for the timed steps: each timed call gets one it has not seen
 
 
@@ -518,7 +518,7 @@ def end_to_end(c: Check, answer: Any, hidden: Iterable[int] | None = None) -> di
 
 
 def _timed(c: Check, fast: Callable[..., Any], reference: Any) -> float:
-    """The best of up to three c.faster runs, each call of either step on a batch of its own (a step that remembers
+    """The best of up to five c.faster runs, each call of either step on a batch of its own (a step that remembers
     its inputs gains nothing); afterwards each timed loss must equal the original step's on the same batch."""
     batches = [capstone.batch(100 + k, 1024, 16) for k in range(E2E_TIMED_BATCHES)]
     got: list[Any] = []
@@ -531,7 +531,7 @@ def _timed(c: Check, fast: Callable[..., Any], reference: Any) -> float:
         want.append(capstone.step(reference, *batches[len(want) % len(batches)]))
 
     ratio = 0.0
-    for _ in range(3):   # two more tries if a busy spell hides the gain
+    for _ in range(5):   # more tries if a busy spell hides the gain (a busy second core cost 2.0x -> 1.77x once)
         ratio = max(ratio, c.faster(fast_call, slow_call, at_least=0.0, what="your step", repeat=7))
         for k, (mine, theirs) in enumerate(zip(got, want)):
             c.that(isinstance(mine, torch.Tensor), f"timed step {k + 1} returned {type(mine).__name__}, not the loss",
