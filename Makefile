@@ -13,7 +13,7 @@ NBVAL_ENV := TORCHLENS_CHECK_TRACEBACK=message
 # `tools/timed PHASE cmd`: each phase's seconds go to .test-cache/phases.txt, printed when `make test` ends
 TIMED  := tools/timed
 
-.PHONY: course env deps system-deps lint-and-js test test-phases-reset test-builds-reset lint test-js test-unit test-wrong-answers test-wrong-answers-all test-run-all test-notebooks test-isa test-recorder test-browser browser-deps cxx-deps sandbox-deps benchmarks clean
+.PHONY: course env deps system-deps lint-and-js test test-phases-reset test-builds-reset lint test-js test-unit test-wrong-answers test-wrong-answers-all test-run-all test-notebooks test-isa test-recorder test-browser benchmarks clean
 
 course: env
 	$(BIN)/torchlens-course release notebooks course
@@ -69,7 +69,7 @@ LAB_STAGING = $(shell $(BIN)/python -c "import jupyterlab, os; print(os.path.dir
 test-js: env
 	$(TIMED) test-js sh -c 'cd labextension && $(NPM) run build && $(NPM) run build:lab -- --core-path "$(LAB_STAGING)" && $(NPM) test'
 
-test-unit: env sandbox-deps
+test-unit: env system-deps
 	$(TIMED) test-unit $(BIN)/pytest -n 2 --dist worksteal -q -p no:cacheprovider --durations=15 \
 	  -m "not browser and not recorder" -k "not run_all_of_a_fresh_student_copy" --ignore tests/course/test_wrong_answers.py tests
 
@@ -114,11 +114,13 @@ test-isa: env
 	  ATEN_CPU_CAPABILITY=default TORCHINDUCTOR_CACHE_DIR=$$cache \
 	  $(NBVAL_ENV) $(BIN)/pytest -n 2 --dist loadfile -q $(NBVAL) $(SCALAR_NOTEBOOKS); rc=$$?; rm -rf $$cache; [ $$rc = 0 ] || exit $$rc
 
-test-browser: env browser-deps
+test-browser: env system-deps
 	# one JupyterLab per test module, two modules at a time: most of a browser test is waiting on the page
 	$(TIMED) test-browser $(BIN)/pytest -n 2 --dist loadfile -q -p no:cacheprovider -m browser tests/browser
 
-# What the tests need from Debian (Chromium, bubblewrap, a C++ compiler and ninja), in one apt-get for those missing.
+# What the tests need from Debian, in one apt-get for those missing: Chromium drives the browser tests (Playwright never
+# downloads a browser here); the grader runs each kernel in bubblewrap (the sandbox Flatpak uses); notebook 09 and the
+# build lens compile C++ (torch.utils.cpp_extension needs a compiler and ninja).
 system-deps:
 	@missing=""; test -x /usr/bin/chromium || missing="$$missing chromium"; \
 	  command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
@@ -127,27 +129,6 @@ system-deps:
 	    if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq $$missing; \
 	    else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq $$missing; fi; } || \
 	  { echo "The tests need Debian's$$missing: apt-get install -y$$missing"; exit 1; }
-
-# Debian's Chromium drives the browser tests; Playwright never downloads a browser here.
-browser-deps:
-	@test -x /usr/bin/chromium || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
-	  else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq chromium; fi; } || \
-	  { echo "Browser tests need Debian's chromium at /usr/bin/chromium: apt-get install -y chromium"; exit 1; }
-
-# The grader runs each kernel in a bubblewrap sandbox (Debian's bubblewrap, the sandbox Flatpak uses).
-sandbox-deps:
-	@command -v bwrap >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq bubblewrap; \
-	  else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq bubblewrap; fi; } || \
-	  { echo "Grading tests need bubblewrap: apt-get install -y bubblewrap"; exit 1; }
-
-# Notebook 09 and the build lens compile C++ (torch.utils.cpp_extension needs a compiler and ninja).
-cxx-deps:
-	@{ command -v c++ >/dev/null && command -v ninja >/dev/null; } || { \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq g++ ninja-build; \
-	  else sudo -n apt-get update -qq && sudo -n apt-get install -y -qq g++ ninja-build; fi; } || \
-	  { echo "C++ extension tests need a C++ compiler and ninja: apt-get install -y g++ ninja-build"; exit 1; }
 
 benchmarks: env
 	$(BIN)/python benchmarks/bench_stride.py

@@ -20,6 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.course.wrong_answers import cells_to_run
 from torchlens_widgets.course import sandbox
 from torchlens_widgets.course.assemble import hidden_lines
 from torchlens_widgets.course.cli import main as cli
@@ -160,12 +161,9 @@ if _got_out:
 
 def _exercise_cells_only(folder: Path) -> Path:
     """A source folder holding 02 with only the code cells its exercises need (every markdown cell kept)."""
-    from tests.course.wrong_answers.needed import needed_cells
-
     nb = nbformat.read(SOURCE / NAME, as_version=4)
+    keep = cells_to_run(nb, {})
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    always = [k for k, i in enumerate(code) if k == 0 or _meta(nb.cells[i]).get("grade") or _meta(nb.cells[i]).get("solution")]
-    keep = {code[k] for k in needed_cells([nb.cells[i].source for i in code], always)}
     nb.cells = [c for i, c in enumerate(nb.cells) if c.cell_type != "code" or i in keep]
     assert len(keep) < len(code), "02 has teaching cells its exercises do not need"
     folder.mkdir()

@@ -27,7 +27,7 @@ from nbformat.v4 import new_code_cell
 
 from torchlens_widgets.course.execute import progress_redirected
 
-__all__ = ["Outcome", "Wrong", "run_wrong_answers", "sampled", "wrong_answers_for"]
+__all__ = ["Outcome", "Wrong", "cells_to_run", "run_wrong_answers", "sampled", "wrong_answers_for"]
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def _text(outputs: list[Any]) -> tuple[str, str | None]:
     return "\n".join(shown), error
 
 
-def _cells_to_run(nb: Any, wrong: dict[str, list[Wrong]]) -> set[int]:
+def cells_to_run(nb: Any, wrong: dict[str, list[Wrong]]) -> set[int]:
     """The notebook's code cells the exercises need (its first cell, every exercise's cells, and what they and the
     wrong answers read, transitively), by index in `nb.cells`."""
     from tests.course.wrong_answers.needed import needed_cells, used
@@ -224,7 +224,7 @@ def run_wrong_answers(notebook: Path, wrong: dict[str, list[Wrong]], timeout: in
 
     outcomes: list[Outcome] = []
     reference: dict[str, str] = {}
-    runs = set(range(scratch)) if whole else _cells_to_run(nb, wrong)
+    runs = set(range(scratch)) if whole else cells_to_run(nb, wrong)
     # the kernel's passes go to a throwaway store, also when this runs outside pytest
     with progress_redirected(), client.setup_kernel():
         for i, cell in enumerate(nb.cells[:scratch]):
